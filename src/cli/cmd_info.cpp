@@ -1,0 +1,28 @@
+// `tessera info`: detected CPU features, the chosen kernel path and the thread count.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "kernels/kernels.h"
+
+namespace tessera::cli {
+
+void RegisterInfo(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "print CPU features, the kernel path and the thread count");
+  cmd->callback([] {
+    const CpuFeatures& cpu = GetCpuFeatures();
+    const Isa active = ActiveIsa();
+    const KernelTable& k = ActiveKernels();
+    std::printf("tessera %s\n", TESSERA_VERSION);
+    std::printf("cpu: %s (%s)\n", cpu.brand.empty() ? "unknown" : cpu.brand.c_str(), cpu.vendor.c_str());
+    std::printf("system_info: %s\n", cpu.Summary().c_str());
+    std::printf("isa: best=%s active=%s%s\n", IsaName(cpu.BestIsa()), IsaName(active),
+                active != cpu.BestIsa() ? " (capped by TESSERA_ISA)" : "");
+    std::printf("kernels: convert_bf16_f32=%s dot_bf16_f32=%s\n", k.convert_bf16_f32_isa,
+                k.dot_bf16_f32_isa);
+    std::printf("threads: %d (cpus available: %d)\n", GlobalPool().num_threads(), DefaultThreadCount());
+  });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,5 @@
+// TEMPORARY during parallel development: replaced by the real command.
+#include "cli/commands.h"
+namespace tessera::cli {
+void RegisterTokenize(CLI::App&) {}
+}  // namespace tessera::cli

@@ -1,0 +1,14 @@
+// Subcommands of the `tessera` binary. Each Register* adds its subcommand, options and callback
+// to the app; the callback throws tessera::Error for bad input (main turns it into exit code 2).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tessera::cli {
+
+void RegisterInfo(CLI::App& app);
+void RegisterTokenize(CLI::App& app);  // tokenize and detokenize
+void RegisterInspect(CLI::App& app);
+void RegisterSynth(CLI::App& app);
+
+}  // namespace tessera::cli

@@ -1,0 +1,121 @@
+#include "core/thread_pool.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+thread_local bool tls_inside_pool = false;
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads) {
+  TESSERA_CHECK(num_threads >= 1);
+  workers_.reserve(num_threads - 1);
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::Drain(int thread_index) {
+  const auto& fn = *job_;
+  for (;;) {
+    const size_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
+    if (task >= num_tasks_) break;
+    fn(task, thread_index);
+  }
+}
+
+void ThreadPool::WorkerLoop(int thread_index) {
+  tls_inside_pool = true;
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    Drain(thread_index);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--active_workers_ == 0) done_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::Run(size_t num_tasks, const std::function<void(size_t, int)>& fn) {
+  if (num_tasks == 0) return;
+  if (workers_.empty() || num_tasks == 1 || tls_inside_pool) {
+    for (size_t t = 0; t < num_tasks; ++t) fn(t, 0);
+    return;
+  }
+  std::lock_guard<std::mutex> run_lock(run_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &fn;
+    num_tasks_ = num_tasks;
+    next_task_.store(0, std::memory_order_relaxed);
+    active_workers_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  wake_.notify_all();
+  tls_inside_pool = true;
+  Drain(0);
+  tls_inside_pool = false;
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return active_workers_ == 0; });
+  job_ = nullptr;
+}
+
+void ThreadPool::ParallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
+  if (n == 0) return;
+  grain = std::max<size_t>(grain, 1);
+  const size_t target_chunks = static_cast<size_t>(num_threads()) * 4;
+  const size_t chunk = std::max(grain, (n + target_chunks - 1) / target_chunks);
+  const size_t num_chunks = (n + chunk - 1) / chunk;
+  Run(num_chunks, [&](size_t c, int) { fn(c * chunk, std::min(n, (c + 1) * chunk)); });
+}
+
+int DefaultThreadCount() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+namespace {
+std::mutex g_pool_mutex;
+std::unique_ptr<ThreadPool> g_pool;
+int g_requested_threads = 0;
+}  // namespace
+
+ThreadPool& GlobalPool() {
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  if (!g_pool) {
+    g_pool = std::make_unique<ThreadPool>(g_requested_threads > 0 ? g_requested_threads
+                                                                 : DefaultThreadCount());
+  }
+  return *g_pool;
+}
+
+void SetGlobalThreadCount(int num_threads) {
+  if (num_threads < 1) Fail("thread count must be at least 1 (got ", num_threads, ")");
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  g_requested_threads = num_threads;
+  if (g_pool && g_pool->num_threads() != num_threads) g_pool.reset();
+}
+
+}  // namespace tessera

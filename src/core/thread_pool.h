@@ -1,0 +1,66 @@
+// The process's one pool of worker threads.
+//
+// Every kernel parallelises through GlobalPool(); nothing else in tessera starts compute threads,
+// so `-t N` bounds the whole process. The calling thread takes part in the work, so a pool of N
+// threads owns N-1 workers. A Run() issued from inside a worker runs serially on that worker
+// rather than deadlocking or oversubscribing.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tessera {
+
+class ThreadPool {
+ public:
+  // num_threads >= 1, counting the caller.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(task, thread) for every task in [0, num_tasks), tasks handed out dynamically;
+  // `thread` is in [0, num_threads()) and unique among concurrently running calls, so it can
+  // index per-thread scratch. Returns when all tasks are done.
+  void Run(size_t num_tasks, const std::function<void(size_t task, int thread)>& fn);
+
+  // Splits [0, n) into contiguous chunks of at least `grain` items (about 4 per thread for
+  // balance) and calls fn(begin, end) for each.
+  void ParallelFor(size_t n, size_t grain, const std::function<void(size_t begin, size_t end)>& fn);
+
+ private:
+  void WorkerLoop(int thread_index);
+  void Drain(int thread_index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  uint64_t generation_ = 0;  // bumped per Run(); guarded by mutex_
+  bool stop_ = false;
+  int active_workers_ = 0;  // workers still inside the current Run(); guarded by mutex_
+  std::mutex run_mutex_;    // one Run() at a time from outside the pool
+
+  const std::function<void(size_t, int)>* job_ = nullptr;
+  size_t num_tasks_ = 0;
+  std::atomic<size_t> next_task_{0};
+};
+
+// Number of CPUs this process may run on (sched_getaffinity), at least 1.
+int DefaultThreadCount();
+
+// The process-wide pool, created on first use with SetGlobalThreadCount's value or
+// DefaultThreadCount(). SetGlobalThreadCount must be called before the first GlobalPool() use
+// (the CLI does it while parsing -t); a later call with a different count replaces the pool and is
+// only safe while no kernel is running.
+ThreadPool& GlobalPool();
+void SetGlobalThreadCount(int num_threads);
+
+}  // namespace tessera

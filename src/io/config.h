@@ -1,0 +1,119 @@
+// Typed model configuration read from a Hugging Face `config.json`, plus
+// `generation_config.json`.
+//
+// One description drives everything: config.cpp lists every field once (JSON key, member,
+// default, whether it is required for an architecture), and parsing, validation, writing
+// (ModelConfigToJson, used by `tessera synth`) and printing all walk that list. gpt_oss is fully
+// supported now; the same structure accepts llama / qwen2 / qwen3 / deepseek_v3 keys so that
+// later architectures only add fields.
+//
+// Errors are tessera::Error with one line: "<path>: <key>: <problem>".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera {
+
+// `rope_scaling` (transformers <= 4.x) or `rope_parameters` (v5, which also folds rope_theta
+// in). Field meanings: ../shared/reference/rope.md.
+struct RopeScaling {
+  std::string rope_type = "default";  // default|linear|dynamic|yarn|longrope|llama3
+  double factor = 1.0;
+  std::optional<int64_t> original_max_position_embeddings;
+  // yarn
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;  // absent means true; gpt-oss sets false
+  std::optional<double> attention_factor;
+  std::optional<double> mscale;          // deepseek
+  std::optional<double> mscale_all_dim;  // deepseek
+  // llama3
+  std::optional<double> low_freq_factor;
+  std::optional<double> high_freq_factor;
+  // longrope
+  std::vector<double> short_factor;
+  std::vector<double> long_factor;
+};
+
+enum class LayerType { kFullAttention, kSlidingAttention };
+
+struct QuantizationConfig {
+  std::string quant_method;  // "" when the checkpoint is not quantized; "mxfp4", "awq", ...
+  std::vector<std::string> modules_to_not_convert;
+  // AWQ
+  std::optional<int64_t> bits;
+  std::optional<int64_t> group_size;
+  std::optional<bool> zero_point;
+  std::string version;  // "gemm", "gemv", ...
+};
+
+struct ModelConfig {
+  std::string model_type;  // "gpt_oss", "llama", "qwen2", "qwen3", "deepseek_v3", ...
+  std::vector<std::string> architectures;
+
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // defaults to num_attention_heads when absent
+  int64_t head_dim = 0;             // read when present; else hidden_size / num_attention_heads
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling;
+  bool attention_bias = false;
+  bool tie_word_embeddings = false;
+  std::string hidden_act = "silu";
+
+  // Attention layout per layer (size num_hidden_layers). From `layer_types` when present;
+  // gpt_oss without it: even index sliding, odd full.
+  std::vector<LayerType> layer_types;
+  std::optional<int64_t> sliding_window;
+
+  // Mixture of experts.
+  int64_t num_local_experts = 0;    // gpt_oss "num_local_experts"; deepseek "n_routed_experts"
+  int64_t num_experts_per_tok = 0;  // "num_experts_per_tok" (or legacy "experts_per_token")
+  double swiglu_limit = 0.0;        // gpt_oss
+  double router_aux_loss_coef = 0.0;
+
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;  // config.json may hold an int or a list
+  std::optional<int64_t> pad_token_id;
+
+  QuantizationConfig quantization;
+
+  nlohmann::json raw;  // the parsed file, for keys no field covers yet
+};
+
+// Parses config.json text. `source` names the file in errors.
+ModelConfig ParseModelConfig(const std::string& json_text, const std::string& source);
+// Reads `<dir>/config.json`.
+ModelConfig LoadModelConfig(const std::string& dir);
+// The inverse of ParseModelConfig for every described field (what `tessera synth` writes).
+nlohmann::json ModelConfigToJson(const ModelConfig& config);
+// Architecture-specific checks (e.g. gpt_oss needs experts, head_dim, sliding_window,
+// layer_types of the right length). Throws tessera::Error naming `source`.
+void ValidateModelConfig(const ModelConfig& config, const std::string& source);
+
+struct GenerationConfig {
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;  // int or list in the file
+  std::optional<int64_t> pad_token_id;
+  bool do_sample = false;
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  std::optional<int64_t> top_k;
+};
+
+GenerationConfig ParseGenerationConfig(const std::string& json_text, const std::string& source);
+// Reads `<dir>/generation_config.json`; a missing file yields a default config (no error).
+GenerationConfig LoadGenerationConfig(const std::string& dir);
+nlohmann::json GenerationConfigToJson(const GenerationConfig& config);
+
+}  // namespace tessera

@@ -1,0 +1,135 @@
+// Safetensors: memory-mapped reading (one file, or a sharded directory through
+// model.safetensors.index.json) and streaming writing.
+//
+// File layout: u64 little-endian header length N, N bytes of UTF-8 JSON
+//   { name: {"dtype": "BF16", "shape": [..], "data_offsets": [begin, end]}, ...,
+//     "__metadata__": {string: string} (optional) }
+// then the data section; offsets are relative to the data section, [begin, end).
+// Validation follows the reference implementation: header <= 100 MB and starting with '{',
+// known dtypes, end - begin == numel * dtype size, offsets in range, no overlaps, the data
+// section fully covered. Tensors need not be aligned (MLX writes unpadded headers); callers that
+// need alignment check it per tensor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/mapped_file.h"
+
+namespace tessera {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // [begin, end) relative to the data section
+  uint64_t end = 0;
+
+  uint64_t numel() const;  // 1 for a scalar (empty shape)
+  uint64_t nbytes() const { return end - begin; }
+};
+
+// A parsed header; the tensors are listed in header (JSON) order.
+struct SafetensorsHeader {
+  uint64_t data_offset = 0;  // 8 + N: where the data section starts in the file
+  std::vector<TensorInfo> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// Parses and validates the header of a safetensors image of `size` bytes (only the first
+// 8 + N bytes are read, plus `size` for range checks). `source` names the file in errors.
+// Throws tessera::Error with a one-line message: "<source>: <problem>".
+SafetensorsHeader ParseSafetensorsHeader(const uint8_t* data, size_t size, const std::string& source);
+
+// A view of one tensor's bytes inside a mapped file. Valid while its file is open.
+struct TensorView {
+  const TensorInfo* info = nullptr;
+  const uint8_t* data = nullptr;
+  const std::string* file = nullptr;  // the file the tensor lives in
+
+  const std::string& name() const { return info->name; }
+  DType dtype() const { return info->dtype; }
+  const std::vector<int64_t>& shape() const { return info->shape; }
+  uint64_t numel() const { return info->numel(); }
+  uint64_t nbytes() const { return info->nbytes(); }
+};
+
+class SafetensorsFile {
+ public:
+  // Maps and validates; throws tessera::Error naming the path and the problem.
+  static SafetensorsFile Open(const std::string& path);
+
+  const std::string& path() const { return file_.path(); }
+  const std::vector<TensorInfo>& tensors() const { return header_.tensors; }
+  const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
+  const TensorInfo* Find(std::string_view name) const;
+  TensorView View(const TensorInfo& info) const;
+  uint64_t file_size() const { return file_.size(); }
+
+ private:
+  MappedFile file_;
+  SafetensorsHeader header_;
+  std::unordered_map<std::string_view, size_t> by_name_;
+};
+
+// All weights of a model: a single .safetensors file, a directory holding model.safetensors, or
+// a directory with model.safetensors.index.json whose weight_map names the shard of every tensor.
+// Every shard named by the index must exist and hold exactly the tensors the index assigns to
+// it (a missing shard, or a tensor in the index but absent from its shard, is an error naming
+// both).
+class WeightStore {
+ public:
+  static WeightStore Open(const std::string& path);
+
+  // Tensor names, sorted.
+  std::vector<std::string> names() const;
+  std::optional<TensorView> Find(std::string_view name) const;
+  // Throws "<path>: tensor '<name>' not found".
+  TensorView Get(std::string_view name) const;
+  size_t num_tensors() const { return index_.size(); }
+  const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  // name -> (file index, tensor index within that file)
+  std::unordered_map<std::string, std::pair<size_t, size_t>> index_;
+};
+
+// ---- writing ---------------------------------------------------------------------------------
+
+// Fills dst with exactly nbytes of a tensor's data (little-endian element bytes).
+using TensorFiller = std::function<void(uint8_t* dst, size_t nbytes)>;
+
+struct TensorToWrite {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  TensorFiller fill;  // called once, while the file is written, so data need not sit in memory
+};
+
+// Writes one safetensors file (tensors in the order given; header padded with spaces to a
+// multiple of 8 bytes so that data starts aligned). Atomic: a temporary file is renamed into
+// place. Throws tessera::Error on I/O failure or invalid input (duplicate names, bad shapes).
+void WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// Writes `tensors` into `dir` as one file `model.safetensors` when the total is at most
+// `max_shard_bytes`, else as shards named like Hugging Face's gpt-oss converter
+// (`model-00000-of-0000N.safetensors`, zero-based index, N = shard count - 1) plus
+// `model.safetensors.index.json` ({"metadata": {"total_size": ...}, "weight_map": {...}}).
+// Tensors keep their order and are never split across shards. Returns the file names written.
+std::vector<std::string> WriteShardedSafetensors(const std::string& dir,
+                                                 const std::vector<TensorToWrite>& tensors,
+                                                 uint64_t max_shard_bytes);
+
+}  // namespace tessera

@@ -1,0 +1,80 @@
+// Every kernel of every instruction set this machine supports, against the scalar reference,
+// on fresh random inputs with awkward lengths (0, 1, odd, tails around vector widths).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+
+namespace tessera {
+namespace {
+
+class KernelIsaTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!IsaSupported(GetParam())) GTEST_SKIP() << IsaName(GetParam()) << " not supported here";
+  }
+  const KernelTable& ref() { return KernelsFor(Isa::kScalar); }
+  const KernelTable& fast() { return KernelsFor(GetParam()); }
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+const size_t kLengths[] = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 64, 100, 2880, 4099};
+
+std::vector<uint16_t> RandomBf16(std::mt19937& rng, size_t n) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = F32ToBf16(dist(rng));
+  return v;
+}
+
+TEST_P(KernelIsaTest, ConvertBf16F32IsExact) {
+  for (size_t n : kLengths) {
+    const auto src = RandomBf16(rng_, n);
+    std::vector<float> want(n + 1, -7.0f), got(n + 1, -7.0f);
+    ref().convert_bf16_f32(src.data(), want.data(), n);
+    fast().convert_bf16_f32(src.data(), got.data(), n);
+    for (size_t i = 0; i <= n; ++i) ASSERT_EQ(want[i], got[i]) << "n=" << n << " i=" << i;  // incl. guard
+  }
+}
+
+TEST_P(KernelIsaTest, DotBf16F32MatchesReference) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (size_t n : kLengths) {
+    const auto w = RandomBf16(rng_, n);
+    std::vector<float> x(n);
+    for (auto& v : x) v = dist(rng_);
+    // Summation order differs between paths; bound the error by the rounding of a length-n
+    // sum of |terms| (gamma_n style), not by a hand-picked constant.
+    double abs_sum = 0.0, exact = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      const double t = static_cast<double>(Bf16ToF32(w[i])) * x[i];
+      exact += t;
+      abs_sum += std::fabs(t);
+    }
+    const double bound = 2.0 * (n + 1) * std::ldexp(1.0, -24) * abs_sum + 1e-30;
+    EXPECT_NEAR(ref().dot_bf16_f32(w.data(), x.data(), n), exact, bound) << "n=" << n;
+    EXPECT_NEAR(fast().dot_bf16_f32(w.data(), x.data(), n), exact, bound) << "n=" << n;
+  }
+}
+
+TEST(KernelDispatch, TablesNameTheirPaths) {
+  EXPECT_STREQ(KernelsFor(Isa::kScalar).dot_bf16_f32_isa, "scalar");
+  if (IsaSupported(Isa::kAvx2)) {
+    EXPECT_STREQ(KernelsFor(Isa::kAvx2).dot_bf16_f32_isa, "avx2");
+  }
+  if (IsaSupported(Isa::kAvx512)) {
+    EXPECT_STREQ(KernelsFor(Isa::kAvx512).dot_bf16_f32_isa, "avx512");
+  }
+  EXPECT_EQ(ActiveKernels().isa, ActiveIsa());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest,
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx),
+                         [](const auto& info) { return std::string(IsaName(info.param)); });
+
+}  // namespace
+}  // namespace tessera

@@ -7,7 +7,11 @@
 // supported now; the same structure accepts llama / qwen2 / qwen3 / deepseek_v3 keys so that
 // later architectures only add fields.
 //
-// Errors are tessera::Error with one line: "<path>: <key>: <problem>".
+// Errors are tessera::Error with one line: "<path>: <key>: <problem>" (nested keys dotted, e.g.
+// "rope_scaling.factor", list entries by index, e.g. "layer_types.3"). A JSON null counts as an
+// absent key; duplicate keys are an error. Keys with two spellings (experts_per_token,
+// n_routed_experts, rope_parameters, rope_parameters.rope_theta, rope "type", AWQ w_bit /
+// q_group_size) must agree when both are present.
 #pragma once
 
 #include <cstdint>
@@ -62,7 +66,9 @@ struct ModelConfig {
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;  // defaults to num_attention_heads when absent
-  int64_t head_dim = 0;             // read when present; else hidden_size / num_attention_heads
+  int64_t head_dim = 0;             // read when present (required for gpt_oss); else
+                                    // hidden_size / num_attention_heads (deepseek_v3:
+                                    // qk_rope_head_dim, as HF's DeepseekV3Config)
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
@@ -72,7 +78,8 @@ struct ModelConfig {
   std::string hidden_act = "silu";
 
   // Attention layout per layer (size num_hidden_layers). From `layer_types` when present;
-  // gpt_oss without it: even index sliding, odd full.
+  // gpt_oss without it: even index sliding, odd full; qwen2/qwen3 with use_sliding_window:
+  // sliding from max_window_layers on; otherwise all full.
   std::vector<LayerType> layer_types;
   std::optional<int64_t> sliding_window;
 
@@ -91,14 +98,22 @@ struct ModelConfig {
   nlohmann::json raw;  // the parsed file, for keys no field covers yet
 };
 
-// Parses config.json text. `source` names the file in errors.
+// Parses config.json text. `source` names the file in errors. Checks types, limits, the keys
+// model_type requires, and relations that hold for every architecture (head count divisible by
+// the KV head count, layer_types length); an unknown model_type is not an error here.
 ModelConfig ParseModelConfig(const std::string& json_text, const std::string& source);
-// Reads `<dir>/config.json`.
+// Reads `<dir>/config.json` (dir may be a hub-cache repository directory, io/model_dir.h). When
+// the config has no quantization_config, an AutoAWQ `quant_config.json` beside it is read instead.
 ModelConfig LoadModelConfig(const std::string& dir);
-// The inverse of ParseModelConfig for every described field (what `tessera synth` writes).
+// The inverse of ParseModelConfig for every described field (what `tessera synth` writes). Starts
+// from `raw`, so undescribed keys survive and each key keeps the spelling and number form (int or
+// float) the source used; a parsed gpt-oss config.json is reproduced exactly.
 nlohmann::json ModelConfigToJson(const ModelConfig& config);
-// Architecture-specific checks (e.g. gpt_oss needs experts, head_dim, sliding_window,
-// layer_types of the right length). Throws tessera::Error naming `source`.
+// Whether the engine can run this config: model_type must be one it supports (now gpt_oss only:
+// "unsupported model_type 'llama' (supported: gpt_oss)"), and the architecture's checks hold
+// (gpt_oss: experts, even head_dim, sliding_window, layer_types of the right length, yarn or no
+// rope scaling, mxfp4 or no quantization, token ids inside the vocabulary). Also re-checks the
+// limits parsing applies, for configs built in code. Throws tessera::Error naming `source`.
 void ValidateModelConfig(const ModelConfig& config, const std::string& source);
 
 struct GenerationConfig {

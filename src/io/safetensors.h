@@ -5,10 +5,12 @@
 //   { name: {"dtype": "BF16", "shape": [..], "data_offsets": [begin, end]}, ...,
 //     "__metadata__": {string: string} (optional) }
 // then the data section; offsets are relative to the data section, [begin, end).
-// Validation follows the reference implementation: header <= 100 MB and starting with '{',
-// known dtypes, end - begin == numel * dtype size, offsets in range, no overlaps, the data
-// section fully covered. Tensors need not be aligned (MLX writes unpadded headers); callers that
-// need alignment check it per tensor.
+// Validation follows the reference implementation (ecosystem.md §4): header <= 100 MB and
+// starting with '{', valid UTF-8 JSON (no duplicate keys, no NUL bytes), known dtypes (sub-byte
+// F4/F6 and complex C64 are rejected by name), end - begin == numel * dtype size without
+// overflow, offsets in range, no overlaps, the data section fully covered. Unknown keys inside a
+// tensor entry are ignored, as the reference does. Tensors need not be aligned (MLX writes
+// unpadded headers); callers that need alignment check it per tensor.
 #pragma once
 
 #include <cstdint>
@@ -83,8 +85,10 @@ class SafetensorsFile {
 // All weights of a model: a single .safetensors file, a directory holding model.safetensors, or
 // a directory with model.safetensors.index.json whose weight_map names the shard of every tensor.
 // Every shard named by the index must exist and hold exactly the tensors the index assigns to
-// it (a missing shard, or a tensor in the index but absent from its shard, is an error naming
-// both).
+// it: a missing shard, a tensor in the index but absent from its shard, a tensor in a shard that
+// the index does not list (or assigns to another shard, e.g. a duplicate) are errors naming the
+// file and the tensor. A hub-cache repository directory resolves through refs/main
+// (io/model_dir.h); a snapshot directory of symlinks is read like any directory.
 class WeightStore {
  public:
   static WeightStore Open(const std::string& path);
@@ -127,7 +131,11 @@ void WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>&
 // `max_shard_bytes`, else as shards named like Hugging Face's gpt-oss converter
 // (`model-00000-of-0000N.safetensors`, zero-based index, N = shard count - 1) plus
 // `model.safetensors.index.json` ({"metadata": {"total_size": ...}, "weight_map": {...}}).
-// Tensors keep their order and are never split across shards. Returns the file names written.
+// Tensors keep their order and are never split across shards; packing is greedy (a new shard
+// starts when the next tensor would push a non-empty shard past the limit). Every file carries
+// __metadata__ {"format": "pt"} like transformers' save_pretrained. Writing model.safetensors
+// removes a stale model.safetensors.index.json, which would otherwise take precedence. Returns
+// the file names written (shards, then the index), relative to `dir`, which is created if needed.
 std::vector<std::string> WriteShardedSafetensors(const std::string& dir,
                                                  const std::vector<TensorToWrite>& tensors,
                                                  uint64_t max_shard_bytes);

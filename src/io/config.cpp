@@ -1,0 +1,923 @@
+// config.json and generation_config.json.
+//
+// Every JSON key tessera understands is one row of a field table (Fields(), RopeFields(),
+// QuantFields(), GenerationFields()): its key and other spellings, how it is read and written,
+// its default, its numeric limits and the architectures that require it. Parsing, writing
+// (ModelConfigToJson) and validation all walk these tables (style.md §7.5), so a new key is one
+// new row. Keys no row describes stay in ModelConfig::raw and are written back unchanged.
+#include "io/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <utility>
+
+#include "core/error.h"
+#include "io/json_util.h"
+#include "io/model_dir.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// config.json files are a few KB; the bound only stops a wrong file from being read whole.
+constexpr size_t kMaxConfigBytes = 16u << 20;
+// Upper bound on num_hidden_layers: layer_types is derived with one entry per layer, so the
+// value must not drive an unbounded allocation.
+constexpr double kMaxLayers = 65536;
+
+// ---- architectures -------------------------------------------------------------------------
+
+// One bit per model_type whose keys the tables know; `required_for` masks are made of these.
+enum : uint32_t {
+  kGptOss = 1u << 0,
+  kLlama = 1u << 1,
+  kQwen2 = 1u << 2,
+  kQwen3 = 1u << 3,
+  kDeepseekV3 = 1u << 4,
+  kOtherArch = 1u << 5,
+};
+constexpr uint32_t kKnownArchs = kGptOss | kLlama | kQwen2 | kQwen3 | kDeepseekV3;
+
+uint32_t ArchBit(std::string_view model_type) {
+  if (model_type == "gpt_oss") return kGptOss;
+  if (model_type == "llama") return kLlama;
+  if (model_type == "qwen2") return kQwen2;
+  if (model_type == "qwen3") return kQwen3;
+  if (model_type == "deepseek_v3") return kDeepseekV3;
+  return kOtherArch;
+}
+
+// Architectures the engine can run (ValidateModelConfig).
+constexpr std::string_view kSupportedModelTypes = "gpt_oss";
+
+// ---- reading helpers -------------------------------------------------------------------------
+
+// Where a value sits, for messages "<source>: <key>: <problem>".
+struct Ctx {
+  const std::string* source;
+  std::string key;   // the spelling found in the file, dotted for nested keys
+  const json* root;  // the whole document (for keys whose default depends on another key)
+  uint32_t arch;
+
+  template <typename... Args>
+  [[noreturn]] void Fail(Args&&... args) const {
+    tessera::Fail(*source, ": ", key, ": ", std::forward<Args>(args)...);
+  }
+  Ctx Child(std::string_view child) const {
+    return Ctx{source, key.empty() ? std::string(child) : StrCat(key, ".", child), root, arch};
+  }
+};
+
+// A short rendering of a JSON value for messages: `string "64"`, `integer -3`.
+std::string Describe(const json& v) {
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (v.is_array() || v.is_object()) return JsonKindName(v);
+  return StrCat(JsonKindName(v), " ", OneLine(text, 40));
+}
+
+std::string FormatNumber(double v) {
+  if (std::nearbyint(v) == v && std::fabs(v) < 1e15) return StrCat(static_cast<int64_t>(v));
+  return StrCat(v);
+}
+
+int64_t ToInt(const json& v, const Ctx& ctx) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) ctx.Fail("out of range: ", u);
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  ctx.Fail("must be an integer, got ", Describe(v));
+}
+
+double ToNumber(const json& v, const Ctx& ctx) {
+  if (!v.is_number()) ctx.Fail("must be a number, got ", Describe(v));
+  return v.get<double>();
+}
+
+bool ToBool(const json& v, const Ctx& ctx) {
+  if (!v.is_boolean()) ctx.Fail("must be true or false, got ", Describe(v));
+  return v.get<bool>();
+}
+
+std::string ToString(const json& v, const Ctx& ctx) {
+  if (!v.is_string()) ctx.Fail("must be a string, got ", Describe(v));
+  return v.get<std::string>();
+}
+
+const json& ToArray(const json& v, const Ctx& ctx) {
+  if (!v.is_array()) ctx.Fail("must be an array, got ", Describe(v));
+  return v;
+}
+
+// Writes a number the way the source spelled it: HF stores e.g. rope_theta 150000 as an integer
+// and factor 32.0 as a float, and Python code downstream may care.
+json NumberJson(double v, const json* previous) {
+  const bool as_int = previous != nullptr && (previous->is_number_integer() || previous->is_number_unsigned());
+  if (as_int && std::nearbyint(v) == v && std::fabs(v) < 9e18) return static_cast<int64_t>(v);
+  return v;
+}
+
+// Dotted-path lookup ("rope_parameters.rope_theta"); nullptr when any step is missing.
+const json* Lookup(const json& obj, std::string_view path) {
+  const json* cur = &obj;
+  while (true) {
+    if (!cur->is_object()) return nullptr;
+    const size_t dot = path.find('.');
+    const auto it = cur->find(std::string(path.substr(0, dot)));
+    if (it == cur->end()) return nullptr;
+    if (dot == std::string_view::npos) return &*it;
+    cur = &*it;
+    path.remove_prefix(dot + 1);
+  }
+}
+
+void SetPath(json& obj, std::string_view path, json value) {
+  json* cur = &obj;
+  size_t dot;
+  while ((dot = path.find('.')) != std::string_view::npos) {
+    json& next = (*cur)[std::string(path.substr(0, dot))];
+    if (!next.is_object()) next = json::object();
+    cur = &next;
+    path.remove_prefix(dot + 1);
+  }
+  (*cur)[std::string(path)] = std::move(value);
+}
+
+void ErasePath(json& obj, std::string_view path) {
+  const size_t dot = path.rfind('.');
+  json* parent = &obj;
+  if (dot != std::string_view::npos) {
+    parent = const_cast<json*>(Lookup(obj, path.substr(0, dot)));
+    if (parent == nullptr) return;
+    path.remove_prefix(dot + 1);
+  }
+  if (parent->is_object()) parent->erase(std::string(path));
+}
+
+// ---- numeric limits --------------------------------------------------------------------------
+
+enum class Sign { kAny, kPositive, kNonNegative, kUnitInterval, kPositiveOrMinusOne };
+
+struct Limits {
+  Sign sign = Sign::kAny;
+  std::optional<double> max;
+};
+
+void CheckNumber(double v, const Limits& limits, const Ctx& ctx) {
+  switch (limits.sign) {
+    case Sign::kAny:
+      break;
+    case Sign::kPositive:
+      if (!(v > 0)) ctx.Fail("must be positive, got ", FormatNumber(v));
+      break;
+    case Sign::kNonNegative:
+      if (!(v >= 0)) ctx.Fail("must not be negative, got ", FormatNumber(v));
+      break;
+    case Sign::kUnitInterval:
+      if (!(v >= 0 && v <= 1)) ctx.Fail("must lie in [0, 1], got ", FormatNumber(v));
+      break;
+    case Sign::kPositiveOrMinusOne:
+      if (!(v > 0 || v == -1)) ctx.Fail("must be positive or -1, got ", FormatNumber(v));
+      break;
+  }
+  if (limits.max && v > *limits.max) ctx.Fail("must be at most ", FormatNumber(*limits.max), ", got ", FormatNumber(v));
+}
+
+// ---- the field description -------------------------------------------------------------------
+
+// One JSON key of a config object C (ModelConfig, RopeScaling, QuantizationConfig,
+// GenerationConfig).
+template <typename C>
+struct Field {
+  std::string_view key;
+  // Other spellings read as the same value (dotted paths allowed). When several are present they
+  // must agree. Writing updates every spelling the source used, else writes `key` (or the
+  // architecture's own spelling from `arch_keys`).
+  std::vector<std::string_view> aliases;
+  std::vector<std::pair<uint32_t, std::string_view>> arch_keys;
+  json default_value;  // read when no spelling is present; null leaves the member as constructed
+  std::vector<std::pair<uint32_t, json>> arch_defaults;
+  uint32_t required_for = 0;  // architectures for which the key must be present
+  Limits limits;
+  // Reads a present, non-null value (type checks and limits included).
+  std::function<void(C&, const json&, const Ctx&)> read;
+  // The JSON to write; null omits the key. `previous` is the source's value at that spelling.
+  std::function<json(const C&, const json* previous, std::string_view spelling)> write;
+  // The value for limit checks on a struct built in code; nullopt when unset or not numeric.
+  std::function<std::optional<double>(const C&)> number;
+  // Whether two spellings' values agree (default: JSON equality, numbers compared by value).
+  std::function<bool(const json&, const json&)> agree;
+
+  Field&& Alias(std::string_view alias) && {
+    aliases.push_back(alias);
+    return std::move(*this);
+  }
+  Field&& ArchKey(uint32_t arch, std::string_view k) && {
+    arch_keys.emplace_back(arch, k);
+    return std::move(*this);
+  }
+  Field&& Default(json v) && {
+    default_value = std::move(v);
+    return std::move(*this);
+  }
+  Field&& ArchDefault(uint32_t arch, json v) && {
+    arch_defaults.emplace_back(arch, std::move(v));
+    return std::move(*this);
+  }
+  Field&& Required(uint32_t archs) && {
+    required_for = archs;
+    return std::move(*this);
+  }
+  Field&& Positive() && {
+    limits.sign = Sign::kPositive;
+    return std::move(*this);
+  }
+  Field&& NonNegative() && {
+    limits.sign = Sign::kNonNegative;
+    return std::move(*this);
+  }
+  Field&& UnitInterval() && {
+    limits.sign = Sign::kUnitInterval;
+    return std::move(*this);
+  }
+  Field&& PositiveOrMinusOne() && {
+    limits.sign = Sign::kPositiveOrMinusOne;
+    return std::move(*this);
+  }
+  Field&& Max(double m) && {
+    limits.max = m;
+    return std::move(*this);
+  }
+  // Writes the key only while `pred` holds (e.g. beta_fast only for yarn).
+  Field&& When(std::function<bool(const C&)> pred) && {
+    write = [w = std::move(write), pred = std::move(pred)](const C& c, const json* prev, std::string_view s) {
+      return pred(c) ? w(c, prev, s) : json();
+    };
+    return std::move(*this);
+  }
+};
+
+// Row builders, one per member type. Each reads with type checks and the row's limits.
+
+template <typename C>
+Field<C> Int(std::string_view key, int64_t C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) { c.*m = ToInt(v, ctx); };
+  // 0 is the member's "not given" value (e.g. num_local_experts of a dense model): written only
+  // when the source had the key.
+  f.write = [m](const C& c, const json* prev, std::string_view) {
+    return c.*m == 0 && prev == nullptr ? json() : json(c.*m);
+  };
+  f.number = [m](const C& c) { return std::optional<double>(static_cast<double>(c.*m)); };
+  return f;
+}
+
+template <typename C>
+Field<C> OptInt(std::string_view key, std::optional<int64_t> C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) { c.*m = ToInt(v, ctx); };
+  f.write = [m](const C& c, const json*, std::string_view) { return (c.*m) ? json(*(c.*m)) : json(); };
+  f.number = [m](const C& c) { return (c.*m) ? std::optional<double>(static_cast<double>(*(c.*m))) : std::nullopt; };
+  return f;
+}
+
+template <typename C>
+Field<C> Num(std::string_view key, double C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) { c.*m = ToNumber(v, ctx); };
+  // As for Int: 0 (e.g. swiglu_limit outside gpt_oss) is written only when the source had it.
+  f.write = [m](const C& c, const json* prev, std::string_view) {
+    return c.*m == 0 && prev == nullptr ? json() : NumberJson(c.*m, prev);
+  };
+  f.number = [m](const C& c) { return std::optional<double>(c.*m); };
+  return f;
+}
+
+template <typename C>
+Field<C> OptNum(std::string_view key, std::optional<double> C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) { c.*m = ToNumber(v, ctx); };
+  f.write = [m](const C& c, const json* prev, std::string_view) { return (c.*m) ? NumberJson(*(c.*m), prev) : json(); };
+  f.number = [m](const C& c) { return c.*m; };
+  return f;
+}
+
+template <typename C>
+Field<C> Bool(std::string_view key, bool C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) { c.*m = ToBool(v, ctx); };
+  f.write = [m](const C& c, const json*, std::string_view) { return json(c.*m); };
+  return f;
+}
+
+template <typename C>
+Field<C> OptBool(std::string_view key, std::optional<bool> C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) { c.*m = ToBool(v, ctx); };
+  f.write = [m](const C& c, const json*, std::string_view) { return (c.*m) ? json(*(c.*m)) : json(); };
+  return f;
+}
+
+// A string; empty means unset and is not written.
+template <typename C>
+Field<C> Str(std::string_view key, std::string C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) { c.*m = ToString(v, ctx); };
+  f.write = [m](const C& c, const json*, std::string_view) { return (c.*m).empty() ? json() : json(c.*m); };
+  return f;
+}
+
+// A list of strings; written when non-empty or when the source had the key.
+template <typename C>
+Field<C> StrList(std::string_view key, std::vector<std::string> C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) {
+    (c.*m).clear();
+    for (size_t i = 0; i < ToArray(v, ctx).size(); ++i) (c.*m).push_back(ToString(v[i], ctx.Child(StrCat(i))));
+  };
+  f.write = [m](const C& c, const json* prev, std::string_view) {
+    return (c.*m).empty() && prev == nullptr ? json() : json(c.*m);
+  };
+  return f;
+}
+
+template <typename C>
+Field<C> NumList(std::string_view key, std::vector<double> C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) {
+    (c.*m).clear();
+    for (size_t i = 0; i < ToArray(v, ctx).size(); ++i) (c.*m).push_back(ToNumber(v[i], ctx.Child(StrCat(i))));
+  };
+  f.write = [m](const C& c, const json* prev, std::string_view) {
+    return (c.*m).empty() && prev == nullptr ? json() : json(c.*m);
+  };
+  return f;
+}
+
+// Token ids: an integer or a list of integers (config.json and generation_config.json both use
+// either form; gpt-oss.md §1.3). Written back in the source's form, else an integer for one id.
+template <typename C>
+Field<C> TokenIds(std::string_view key, std::vector<int64_t> C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) {
+    (c.*m).clear();
+    auto add = [&](const json& id, const Ctx& at) {
+      const int64_t value = ToInt(id, at);
+      if (value < 0) at.Fail("token id must not be negative, got ", value);
+      (c.*m).push_back(value);
+    };
+    if (v.is_array()) {
+      for (size_t i = 0; i < v.size(); ++i) add(v[i], ctx.Child(StrCat(i)));
+    } else if (v.is_number()) {
+      add(v, ctx);
+    } else {
+      ctx.Fail("must be an integer or a list of integers, got ", Describe(v));
+    }
+  };
+  f.write = [m](const C& c, const json* prev, std::string_view) {
+    const auto& ids = c.*m;
+    if (ids.empty()) return prev != nullptr && prev->is_array() ? json::array() : json();
+    if (ids.size() == 1 && (prev == nullptr || !prev->is_array())) return json(ids[0]);
+    return json(ids);
+  };
+  return f;
+}
+
+// ---- walking the tables ----------------------------------------------------------------------
+
+template <typename C>
+void ReadFields(const std::vector<Field<C>>& fields, const json& obj, C& config, const Ctx& parent,
+                std::string_view arch_name) {
+  // parent.key is "" at the top level, else the dotted key of the object being read.
+  auto full_key = [&](std::string_view k) { return parent.key.empty() ? std::string(k) : StrCat(parent.key, ".", k); };
+  for (const auto& f : fields) {
+    const json* found = nullptr;
+    std::string_view found_key;
+    auto consider = [&](std::string_view spelling) {
+      const json* v = Lookup(obj, spelling);
+      if (v == nullptr || v->is_null()) return;  // null means absent (e.g. "sliding_window": null)
+      if (found == nullptr) {
+        found = v;
+        found_key = spelling;
+        return;
+      }
+      const bool same = f.agree ? f.agree(*found, *v) : *found == *v;
+      if (!same) {
+        Fail(*parent.source, ": ", full_key(found_key), ": disagrees with ", full_key(spelling), " (", Describe(*found),
+             " vs ", Describe(*v), ")");
+      }
+    };
+    consider(f.key);
+    for (const auto alias : f.aliases) consider(alias);
+
+    const Ctx ctx{parent.source, full_key(found ? found_key : f.key), parent.root, parent.arch};
+    if (found != nullptr) {
+      f.read(config, *found, ctx);
+    } else {
+      if (f.required_for & parent.arch) {
+        ctx.Fail("missing (required for model_type '", arch_name, "')");
+      }
+      json def = f.default_value;
+      for (const auto& [mask, value] : f.arch_defaults) {
+        if (mask & parent.arch) def = value;
+      }
+      if (def.is_null()) continue;
+      f.read(config, def, ctx);
+    }
+    if (f.number) {
+      if (const auto v = f.number(config)) CheckNumber(*v, f.limits, ctx);
+    }
+  }
+}
+
+template <typename C>
+json WriteFields(const std::vector<Field<C>>& fields, const C& config, const json& previous, uint32_t arch) {
+  json out = previous.is_object() ? previous : json::object();
+  for (const auto& f : fields) {
+    std::vector<std::string_view> spellings;  // those the source used
+    auto used = [&](std::string_view s) {
+      const json* v = Lookup(previous, s);
+      if (v != nullptr && !v->is_null()) spellings.push_back(s);
+    };
+    used(f.key);
+    for (const auto alias : f.aliases) used(alias);
+    if (spellings.empty()) {
+      std::string_view key = f.key;
+      for (const auto& [mask, k] : f.arch_keys) {
+        if (mask & arch) key = k;
+      }
+      json value = f.write(config, nullptr, key);
+      if (!value.is_null()) SetPath(out, key, std::move(value));
+      continue;
+    }
+    for (const auto s : spellings) {
+      json value = f.write(config, Lookup(previous, s), s);
+      if (value.is_null()) {
+        ErasePath(out, s);
+      } else {
+        SetPath(out, s, std::move(value));
+      }
+    }
+  }
+  return out;
+}
+
+// Limit checks for a struct built in code (ValidateModelConfig): the same limits parsing applies.
+template <typename C>
+void CheckFieldValues(const std::vector<Field<C>>& fields, const C& config, const Ctx& parent) {
+  for (const auto& f : fields) {
+    if (!f.number) continue;
+    if (const auto v = f.number(config)) {
+      CheckNumber(*v, f.limits,
+                  Ctx{parent.source, parent.key.empty() ? std::string(f.key) : StrCat(parent.key, ".", f.key),
+                      parent.root, parent.arch});
+    }
+  }
+}
+
+// ---- rope_scaling / rope_parameters (rope.md) --------------------------------------------------
+
+constexpr std::string_view kRopeTypes[] = {"default", "linear", "dynamic", "yarn", "longrope", "llama3"};
+
+const std::vector<Field<RopeScaling>>& RopeFields() {
+  using R = RopeScaling;
+  auto is = [](std::initializer_list<std::string_view> types) {
+    std::vector<std::string> list(types.begin(), types.end());
+    return [list](const R& r) { return std::find(list.begin(), list.end(), r.rope_type) != list.end(); };
+  };
+  static const std::vector<Field<R>> fields = [&] {
+    std::vector<Field<R>> f;
+    // "type" is the pre-4.40 spelling (DeepSeek-V3's config still uses it).
+    f.push_back(Str("rope_type", &R::rope_type).Alias("type"));
+    f.push_back(Num("factor", &R::factor).Positive().When([](const R& r) { return r.rope_type != "default"; }));
+    f.push_back(OptInt("original_max_position_embeddings", &R::original_max_position_embeddings).Positive());
+    f.push_back(Num("beta_fast", &R::beta_fast).When(is({"yarn"})));
+    f.push_back(Num("beta_slow", &R::beta_slow).When(is({"yarn"})));
+    // Absent means true (HF floors/ceils the YaRN correction range); gpt-oss writes false.
+    auto truncate = Bool("truncate", &R::truncate).When(is({"yarn"}));
+    auto plain = truncate.write;
+    truncate.write = [plain](const R& r, const json* prev, std::string_view s) {
+      return (!r.truncate || prev != nullptr) ? plain(r, prev, s) : json();
+    };
+    f.push_back(std::move(truncate));
+    f.push_back(OptNum("attention_factor", &R::attention_factor).Positive());
+    f.push_back(OptNum("mscale", &R::mscale));
+    f.push_back(OptNum("mscale_all_dim", &R::mscale_all_dim));
+    f.push_back(OptNum("low_freq_factor", &R::low_freq_factor).Positive());
+    f.push_back(OptNum("high_freq_factor", &R::high_freq_factor).Positive());
+    f.push_back(NumList("short_factor", &R::short_factor).When(is({"longrope"})));
+    f.push_back(NumList("long_factor", &R::long_factor).When(is({"longrope"})));
+    return f;
+  }();
+  return fields;
+}
+
+// Reads the object under `rope_scaling` or `rope_parameters`. A "default" type carries no
+// scaling and yields nullopt. `rope_theta` inside rope_parameters belongs to ModelConfig.
+std::optional<RopeScaling> ReadRope(const json& v, const Ctx& ctx, std::string_view arch_name) {
+  if (!v.is_object()) ctx.Fail("must be an object, got ", Describe(v));
+  RopeScaling r;
+  const bool v5 = ctx.key == "rope_parameters";
+  if (Lookup(v, "rope_type") == nullptr && Lookup(v, "type") == nullptr) {
+    // transformers v5 fills in "default"; the older rope_scaling object must name its type.
+    if (!v5) ctx.Child("rope_type").Fail("missing");
+  }
+  ReadFields(RopeFields(), v, r, ctx, arch_name);
+  if (std::find(std::begin(kRopeTypes), std::end(kRopeTypes), r.rope_type) == std::end(kRopeTypes)) {
+    ctx.Child("rope_type")
+        .Fail("unknown rope type ", Quote(r.rope_type),
+              " (expected default, linear, dynamic, yarn, longrope or llama3)");
+  }
+  auto has = [&](std::string_view k) {
+    const json* x = Lookup(v, k);
+    return x != nullptr && !x->is_null();
+  };
+  const std::string& type = r.rope_type;
+  if ((type == "linear" || type == "dynamic" || type == "llama3") && !has("factor")) {
+    ctx.Child("factor").Fail("missing (required for rope type '", type, "')");
+  }
+  if (type == "yarn" && !has("factor")) {
+    // HF: factor = max_position_embeddings / original_max_position_embeddings (rope.md §5).
+    const json* mpe = Lookup(*ctx.root, "max_position_embeddings");
+    if (!r.original_max_position_embeddings || mpe == nullptr || !mpe->is_number()) {
+      ctx.Child("factor").Fail(
+          "missing, and not derivable from max_position_embeddings / original_max_position_embeddings");
+    }
+    r.factor = mpe->get<double>() / static_cast<double>(*r.original_max_position_embeddings);
+    CheckNumber(r.factor, Limits{Sign::kPositive, std::nullopt}, ctx.Child("factor"));
+  }
+  if (type == "llama3") {
+    // rope.md §8: all three are needed to place the smooth band.
+    for (const auto k : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+      if (!has(k)) ctx.Child(k).Fail("missing (required for rope type 'llama3')");
+    }
+    if (!(*r.high_freq_factor > *r.low_freq_factor)) {
+      ctx.Child("high_freq_factor")
+          .Fail("must exceed low_freq_factor (", FormatNumber(*r.high_freq_factor),
+                " <= ", FormatNumber(*r.low_freq_factor), ")");
+    }
+  }
+  if (type == "longrope") {
+    if (r.short_factor.empty()) ctx.Child("short_factor").Fail("missing (required for rope type 'longrope')");
+    if (r.long_factor.size() != r.short_factor.size()) {
+      ctx.Child("long_factor")
+          .Fail("has ", r.long_factor.size(), " entries but short_factor has ", r.short_factor.size());
+    }
+  }
+  if (type == "default") return std::nullopt;
+  return r;
+}
+
+// ---- quantization_config (quantization.md) ---------------------------------------------------
+
+const std::vector<Field<QuantizationConfig>>& QuantFields() {
+  using Q = QuantizationConfig;
+  static const std::vector<Field<Q>> fields = [] {
+    std::vector<Field<Q>> f;
+    f.push_back(Str("quant_method", &Q::quant_method));
+    // mxfp4: modules kept in BF16 ("model.layers.*.self_attn", ..., gpt-oss.md §1.1).
+    f.push_back(StrList("modules_to_not_convert", &Q::modules_to_not_convert));
+    // AWQ: transformers' AwqConfig spellings; AutoAWQ's quant_config.json says w_bit/q_group_size.
+    f.push_back(OptInt("bits", &Q::bits).Alias("w_bit").Positive());
+    f.push_back(OptInt("group_size", &Q::group_size).Alias("q_group_size").PositiveOrMinusOne());
+    f.push_back(OptBool("zero_point", &Q::zero_point));
+    f.push_back(Str("version", &Q::version));
+    return f;
+  }();
+  return fields;
+}
+
+QuantizationConfig ReadQuantization(const json& v, const Ctx& ctx, std::string_view default_method) {
+  if (!v.is_object()) ctx.Fail("must be an object, got ", Describe(v));
+  QuantizationConfig q;
+  ReadFields(QuantFields(), v, q, ctx, "");
+  if (q.quant_method.empty()) q.quant_method = std::string(default_method);
+  if (q.quant_method.empty()) ctx.Child("quant_method").Fail("missing");
+  // AutoAWQ writes "GEMM"; transformers and vLLM use lower case (quantization.md B.1).
+  std::transform(q.version.begin(), q.version.end(), q.version.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return q;
+}
+
+// ---- config.json -----------------------------------------------------------------------------
+
+const char* LayerTypeName(LayerType t) {
+  return t == LayerType::kSlidingAttention ? "sliding_attention" : "full_attention";
+}
+
+const std::vector<Field<ModelConfig>>& Fields() {
+  using M = ModelConfig;
+  static const std::vector<Field<M>> fields = [] {
+    std::vector<Field<M>> f;
+    f.push_back(Str("model_type", &M::model_type));
+    f.push_back(StrList("architectures", &M::architectures));
+    // Sizes (gpt-oss.md §1.1 for gpt_oss values).
+    f.push_back(Int("vocab_size", &M::vocab_size).Positive().Required(kKnownArchs));
+    f.push_back(Int("hidden_size", &M::hidden_size).Positive().Required(kKnownArchs));
+    f.push_back(Int("intermediate_size", &M::intermediate_size).Positive().Required(kKnownArchs));
+    f.push_back(Int("num_hidden_layers", &M::num_hidden_layers).Positive().Max(kMaxLayers).Required(kKnownArchs));
+    f.push_back(Int("num_attention_heads", &M::num_attention_heads).Positive().Required(kKnownArchs));
+    // Absent: num_attention_heads (derived after the walk).
+    f.push_back(Int("num_key_value_heads", &M::num_key_value_heads).Positive().Required(kGptOss));
+    // gpt_oss: 64, not 2880/64 = 45, so it must be read. Elsewhere derived when absent.
+    f.push_back(Int("head_dim", &M::head_dim).Positive().Required(kGptOss));
+    f.push_back(Int("max_position_embeddings", &M::max_position_embeddings).Positive().Required(kKnownArchs));
+    f.push_back(Num("rms_norm_eps", &M::rms_norm_eps).Positive().Default(1e-6).Required(kGptOss));
+
+    // rope_scaling (transformers 4.x) or rope_parameters (v5); the latter also holds rope_theta,
+    // so it must be written before rope_theta (whose alias points inside it).
+    Field<M> rope;
+    rope.key = "rope_scaling";
+    rope.aliases = {"rope_parameters"};
+    rope.required_for = kGptOss;
+    rope.read = [](M& c, const json& v, const Ctx& ctx) { c.rope_scaling = ReadRope(v, ctx, c.model_type); };
+    rope.write = [](const M& c, const json* prev, std::string_view spelling) -> json {
+      if (!c.rope_scaling) {
+        // v5 always writes rope_parameters, at least {"rope_type": "default", "rope_theta": ...}.
+        return spelling == "rope_parameters" ? json{{"rope_type", "default"}} : json();
+      }
+      return WriteFields(RopeFields(), *c.rope_scaling, prev != nullptr ? *prev : json::object(), 0);
+    };
+    // rope_scaling and rope_parameters may both be present; rope_theta lives only in the latter.
+    rope.agree = [](const json& a, const json& b) {
+      auto strip = [](json x) {
+        if (x.is_object()) x.erase("rope_theta");
+        return x;
+      };
+      return strip(a) == strip(b);
+    };
+    f.push_back(std::move(rope));
+    f.push_back(Num("rope_theta", &M::rope_theta)
+                    .Alias("rope_parameters.rope_theta")
+                    .Positive()
+                    .Default(10000.0)
+                    .Required(kGptOss));
+
+    f.push_back(Bool("attention_bias", &M::attention_bias).Default(false).ArchDefault(kGptOss, true));
+    f.push_back(Bool("tie_word_embeddings", &M::tie_word_embeddings).Default(false));
+    f.push_back(Str("hidden_act", &M::hidden_act).Default("silu"));
+
+    // layer_types: one entry per layer. Absent: derived after the walk.
+    Field<M> layers;
+    layers.key = "layer_types";
+    layers.read = [](M& c, const json& v, const Ctx& ctx) {
+      c.layer_types.clear();
+      for (size_t i = 0; i < ToArray(v, ctx).size(); ++i) {
+        const Ctx at = ctx.Child(StrCat(i));
+        const std::string name = ToString(v[i], at);
+        if (name == "sliding_attention") {
+          c.layer_types.push_back(LayerType::kSlidingAttention);
+        } else if (name == "full_attention") {
+          c.layer_types.push_back(LayerType::kFullAttention);
+        } else {
+          at.Fail("unknown layer type ", Quote(name), " (expected full_attention or sliding_attention)");
+        }
+      }
+    };
+    layers.write = [](const M& c, const json* prev, std::string_view) -> json {
+      // gpt_oss configs always carry the list; elsewhere it is written back only when the source
+      // had it (Llama's config class has no such key).
+      if (prev == nullptr && (c.layer_types.empty() || c.model_type != "gpt_oss")) return json();
+      json out = json::array();
+      for (const auto t : c.layer_types) out.push_back(LayerTypeName(t));
+      return out;
+    };
+    f.push_back(std::move(layers));
+    f.push_back(OptInt("sliding_window", &M::sliding_window).Positive().Required(kGptOss));
+
+    // Mixture of experts. DeepSeek-V3 spells the expert count n_routed_experts; gpt-oss repeats
+    // num_experts_per_tok as the legacy experts_per_token.
+    f.push_back(Int("num_local_experts", &M::num_local_experts)
+                    .Alias("n_routed_experts")
+                    .ArchKey(kDeepseekV3, "n_routed_experts")
+                    .NonNegative()
+                    .Required(kGptOss));
+    f.push_back(
+        Int("num_experts_per_tok", &M::num_experts_per_tok).Alias("experts_per_token").NonNegative().Required(kGptOss));
+    f.push_back(Num("swiglu_limit", &M::swiglu_limit).Positive().Required(kGptOss));
+    f.push_back(Num("router_aux_loss_coef", &M::router_aux_loss_coef).NonNegative());
+
+    f.push_back(OptInt("bos_token_id", &M::bos_token_id).NonNegative());
+    f.push_back(TokenIds("eos_token_id", &M::eos_token_ids));
+    f.push_back(OptInt("pad_token_id", &M::pad_token_id).NonNegative());
+
+    Field<M> quant;
+    quant.key = "quantization_config";
+    quant.read = [](M& c, const json& v, const Ctx& ctx) { c.quantization = ReadQuantization(v, ctx, ""); };
+    quant.write = [](const M& c, const json* prev, std::string_view) -> json {
+      if (c.quantization.quant_method.empty()) return json();
+      return WriteFields(QuantFields(), c.quantization, prev != nullptr ? *prev : json::object(), 0);
+    };
+    f.push_back(std::move(quant));
+    return f;
+  }();
+  return fields;
+}
+
+// Values that follow from others when absent, as HF's config classes compute them.
+void DeriveDefaults(ModelConfig& c, const json& obj, uint32_t arch, const std::string& source) {
+  if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
+  if (c.head_dim == 0 && c.num_attention_heads > 0) {
+    const json* rope_dim = Lookup(obj, "qk_rope_head_dim");
+    if (arch == kDeepseekV3 && rope_dim != nullptr) {
+      // DeepseekV3Config sets head_dim = qk_rope_head_dim (the rotary part of a head).
+      c.head_dim = ToInt(*rope_dim, Ctx{&source, "qk_rope_head_dim", &obj, arch});
+      CheckNumber(static_cast<double>(c.head_dim), Limits{Sign::kPositive, std::nullopt},
+                  Ctx{&source, "qk_rope_head_dim", &obj, arch});
+    } else if (c.hidden_size % c.num_attention_heads == 0) {
+      c.head_dim = c.hidden_size / c.num_attention_heads;
+    } else if (arch & kKnownArchs) {
+      // Unknown architectures may not have heads of hidden_size / num_attention_heads at all;
+      // they keep head_dim 0 and ValidateModelConfig refuses them anyway.
+      Fail(source, ": head_dim: missing, and hidden_size ", c.hidden_size, " is not divisible by num_attention_heads ",
+           c.num_attention_heads);
+    }
+  }
+  if (c.layer_types.empty() && c.num_hidden_layers > 0) {
+    const auto n = static_cast<size_t>(c.num_hidden_layers);
+    if (arch == kGptOss) {
+      // configuration_gpt_oss.py: sliding when i + 1 is odd, i.e. even layer index (gpt-oss.md §1.1).
+      for (size_t i = 0; i < n; ++i) {
+        c.layer_types.push_back(i % 2 == 0 ? LayerType::kSlidingAttention : LayerType::kFullAttention);
+      }
+    } else {
+      // Qwen2/Qwen3: with use_sliding_window, layers from max_window_layers on slide.
+      const json* use = Lookup(obj, "use_sliding_window");
+      const json* from = Lookup(obj, "max_window_layers");
+      const bool sliding = (arch == kQwen2 || arch == kQwen3) && use != nullptr && use->is_boolean() &&
+                           use->get<bool>() && c.sliding_window.has_value();
+      const int64_t first = sliding && from != nullptr && from->is_number_integer() ? from->get<int64_t>() : 0;
+      for (size_t i = 0; i < n; ++i) {
+        c.layer_types.push_back(sliding && static_cast<int64_t>(i) >= first ? LayerType::kSlidingAttention
+                                                                            : LayerType::kFullAttention);
+      }
+    }
+  }
+}
+
+// Relations between fields that hold for every architecture.
+void CheckRelations(const ModelConfig& c, const std::string& source) {
+  if (c.num_attention_heads > 0 && c.num_key_value_heads > 0 && c.num_attention_heads % c.num_key_value_heads != 0) {
+    Fail(source, ": num_key_value_heads: num_attention_heads ", c.num_attention_heads, " is not divisible by ",
+         c.num_key_value_heads);
+  }
+  if (!c.layer_types.empty() && static_cast<int64_t>(c.layer_types.size()) != c.num_hidden_layers) {
+    Fail(source, ": layer_types: has ", c.layer_types.size(), " entries but num_hidden_layers is ",
+         c.num_hidden_layers);
+  }
+  if (c.num_local_experts > 0 && c.num_experts_per_tok > c.num_local_experts) {
+    Fail(source, ": num_experts_per_tok: ", c.num_experts_per_tok, " exceeds num_local_experts ", c.num_local_experts);
+  }
+  const bool any_sliding =
+      std::find(c.layer_types.begin(), c.layer_types.end(), LayerType::kSlidingAttention) != c.layer_types.end();
+  if (any_sliding && !c.sliding_window) Fail(source, ": sliding_window: missing, but layer_types has sliding layers");
+}
+
+// ---- generation_config.json ------------------------------------------------------------------
+
+const std::vector<Field<GenerationConfig>>& GenerationFields() {
+  using G = GenerationConfig;
+  static const std::vector<Field<G>> fields = [] {
+    std::vector<Field<G>> f;
+    f.push_back(OptInt("bos_token_id", &G::bos_token_id).NonNegative());
+    // gpt-oss: [200002, 199999, 200012] = <|return|>, <|endoftext|>, <|call|> (gpt-oss.md §1.3).
+    f.push_back(TokenIds("eos_token_id", &G::eos_token_ids));
+    f.push_back(OptInt("pad_token_id", &G::pad_token_id).NonNegative());
+    f.push_back(Bool("do_sample", &G::do_sample).Default(false));
+    f.push_back(OptNum("temperature", &G::temperature).NonNegative());
+    f.push_back(OptNum("top_p", &G::top_p).UnitInterval());
+    f.push_back(OptInt("top_k", &G::top_k).NonNegative());
+    return f;
+  }();
+  return fields;
+}
+
+json ParseTopObject(const std::string& text, const std::string& source) {
+  json obj = ParseJsonText(text, source);
+  if (!obj.is_object()) Fail(source, ": top-level JSON value must be an object, got ", JsonKindName(obj));
+  return obj;
+}
+
+}  // namespace
+
+ModelConfig ParseModelConfig(const std::string& json_text, const std::string& source) {
+  json obj = ParseTopObject(json_text, source);
+  std::string model_type;
+  if (const json* mt = Lookup(obj, "model_type"); mt != nullptr && mt->is_string()) model_type = mt->get<std::string>();
+  const uint32_t arch = ArchBit(model_type);
+
+  ModelConfig config;
+  config.model_type = model_type;
+  ReadFields(Fields(), obj, config, Ctx{&source, "", &obj, arch}, model_type);
+  DeriveDefaults(config, obj, arch, source);
+  CheckRelations(config, source);
+  config.raw = std::move(obj);
+  return config;
+}
+
+ModelConfig LoadModelConfig(const std::string& dir) {
+  const fs::path root(ResolveModelDir(dir));
+  const std::string path = (root / "config.json").string();
+  ModelConfig config = ParseModelConfig(ReadBoundedFile(path, kMaxConfigBytes), path);
+  // Older AutoAWQ checkpoints keep their settings in quant_config.json instead (quantization.md B.1).
+  const fs::path legacy = root / "quant_config.json";
+  std::error_code ec;
+  if (config.quantization.quant_method.empty() && fs::exists(legacy, ec)) {
+    const std::string legacy_path = legacy.string();
+    const json obj = ParseTopObject(ReadBoundedFile(legacy_path, kMaxConfigBytes), legacy_path);
+    config.quantization = ReadQuantization(obj, Ctx{&legacy_path, "", &obj, ArchBit(config.model_type)}, "awq");
+  }
+  return config;
+}
+
+nlohmann::json ModelConfigToJson(const ModelConfig& config) {
+  return WriteFields(Fields(), config, config.raw, ArchBit(config.model_type));
+}
+
+void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
+  if (config.model_type.empty()) Fail(source, ": model_type: missing");
+  if (config.model_type != kSupportedModelTypes) {
+    Fail(source, ": model_type: unsupported model_type ", Quote(config.model_type),
+         " (supported: ", kSupportedModelTypes, ")");
+  }
+  const uint32_t arch = ArchBit(config.model_type);
+  const Ctx top{&source, "", &config.raw, arch};
+  CheckFieldValues(Fields(), config, top);
+  // Every required number must be set (a struct built in code has 0 where a file lacked a key).
+  for (const auto& f : Fields()) {
+    if (!(f.required_for & arch) || !f.number) continue;
+    const auto v = f.number(config);
+    if (!v) Fail(source, ": ", f.key, ": missing (required for model_type '", config.model_type, "')");
+    if (!(*v > 0)) Fail(source, ": ", f.key, ": must be positive, got ", FormatNumber(*v));
+  }
+  if (config.rope_scaling) CheckFieldValues(RopeFields(), *config.rope_scaling, top.Child("rope_scaling"));
+  CheckRelations(config, source);
+
+  // gpt_oss specifics (gpt-oss.md §1, §3).
+  if (static_cast<int64_t>(config.layer_types.size()) != config.num_hidden_layers) {
+    Fail(source, ": layer_types: has ", config.layer_types.size(), " entries but num_hidden_layers is ",
+         config.num_hidden_layers);
+  }
+  if (config.head_dim % 2 != 0) Fail(source, ": head_dim: must be even for rotary embeddings, got ", config.head_dim);
+  if (config.rope_scaling && config.rope_scaling->rope_type != "yarn") {
+    Fail(source, ": rope_scaling.rope_type: ", Quote(config.rope_scaling->rope_type),
+         " is not supported for gpt_oss (supported: yarn, or no scaling)");
+  }
+  const std::string& method = config.quantization.quant_method;
+  if (!method.empty() && method != "mxfp4") {
+    Fail(source, ": quantization_config.quant_method: ", Quote(method),
+         " is not supported for gpt_oss (supported: mxfp4, or unquantized)");
+  }
+  if (method == "mxfp4") {
+    // MXFP4 blocks hold 32 weights along the reduction dimension (gpt-oss.md §2.3).
+    if (config.hidden_size % 32 != 0)
+      Fail(source, ": hidden_size: ", config.hidden_size, " is not a multiple of 32 (MXFP4 block size)");
+    if (config.intermediate_size % 32 != 0) {
+      Fail(source, ": intermediate_size: ", config.intermediate_size, " is not a multiple of 32 (MXFP4 block size)");
+    }
+  }
+  auto check_id = [&](const char* key, int64_t id) {
+    if (id >= config.vocab_size)
+      Fail(source, ": ", key, ": token id ", id, " is outside the vocabulary (vocab_size ", config.vocab_size, ")");
+  };
+  if (config.bos_token_id) check_id("bos_token_id", *config.bos_token_id);
+  if (config.pad_token_id) check_id("pad_token_id", *config.pad_token_id);
+  for (const int64_t id : config.eos_token_ids) check_id("eos_token_id", id);
+}
+
+GenerationConfig ParseGenerationConfig(const std::string& json_text, const std::string& source) {
+  const json obj = ParseTopObject(json_text, source);
+  GenerationConfig config;
+  ReadFields(GenerationFields(), obj, config, Ctx{&source, "", &obj, 0}, "");
+  return config;
+}
+
+GenerationConfig LoadGenerationConfig(const std::string& dir) {
+  const std::string path = (fs::path(ResolveModelDir(dir)) / "generation_config.json").string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return GenerationConfig{};
+  return ParseGenerationConfig(ReadBoundedFile(path, kMaxConfigBytes), path);
+}
+
+nlohmann::json GenerationConfigToJson(const GenerationConfig& config) {
+  return WriteFields(GenerationFields(), config, json::object(), 0);
+}
+
+}  // namespace tessera

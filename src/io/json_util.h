@@ -1,0 +1,36 @@
+// Small helpers shared by the io/ readers of untrusted JSON (config.json, generation_config.json,
+// model.safetensors.index.json, safetensors headers): bounded file reads, parsing that turns
+// nlohmann's exceptions into one-line tessera::Error messages, and quoting of untrusted names so
+// that an error message stays on one line whatever bytes a file holds.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace tessera {
+
+// Reads a whole regular file of at most `max_bytes` bytes. Throws "<path>: ..." when the file
+// is missing, is not a regular file, or is larger (the limit keeps a corrupt or hostile file from
+// driving an unbounded allocation).
+std::string ReadBoundedFile(const std::string& path, size_t max_bytes);
+
+// Parses JSON text (no comments, no trailing garbage); throws "<source>: invalid JSON: <why>".
+// Duplicate keys in an object are an error (Python would keep the last one silently).
+nlohmann::json ParseJsonText(std::string_view text, const std::string& source);
+
+// The kind of a JSON value for messages: "null", "boolean", "integer", "number", "string",
+// "array", "object".
+const char* JsonKindName(const nlohmann::json& value);
+
+// `text` in single quotes, with bytes outside printable ASCII written as \xNN and long text cut
+// to `max_chars` characters (marked with "..."), so that untrusted names cannot break a message
+// across lines.
+std::string Quote(std::string_view text, size_t max_chars = 120);
+
+// Makes a third-party message (nlohmann's exception text) printable and one line: strips the
+// "[json.exception.*] " prefix, escapes control and non-ASCII bytes, caps the length.
+std::string OneLine(std::string_view message, size_t max_chars = 240);
+
+}  // namespace tessera

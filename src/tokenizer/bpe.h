@@ -1,0 +1,151 @@
+// Byte-level BPE model: vocabulary and merge tables and the merge loop of Hugging Face's
+// `BPE` model (tokenizers/src/models/bpe/{model.rs,word.rs}), keyed by raw bytes instead of
+// the byte-level characters (Ġ for space, ...) in which tokenizer.json spells tokens; the
+// mapping is a bijection, so lookups are equivalent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera {
+
+// Allocations of 2 MiB or more are 2 MiB aligned and marked for transparent huge pages: the
+// hash tables below are probed at random (about 30 MB for o200k), and with 4 KiB pages nearly
+// every probe would also miss the TLB.
+void* AllocateLarge(size_t bytes);
+void FreeLarge(void* p, size_t bytes);
+
+template <typename T>
+struct LargeTableAllocator {
+  using value_type = T;
+  LargeTableAllocator() = default;
+  template <typename U>
+  LargeTableAllocator(const LargeTableAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(AllocateLarge(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { FreeLarge(p, n * sizeof(T)); }
+  bool operator==(const LargeTableAllocator&) const { return true; }
+};
+
+uint64_t HashBytes(const void* data, size_t size);
+
+// Open-addressing hash map from byte strings to int32 ids. Keys live in one arena; each slot
+// also holds the first 8 key bytes, so a probe for a key of up to 8 bytes (most words) never
+// touches the arena.
+class BytesToId {
+ public:
+  void Reserve(size_t count);
+  // Returns false (and changes nothing) if `key` is already present.
+  bool Insert(std::string_view key, int32_t id) { return Insert(key, id, HashBytes(key.data(), key.size())); }
+  int32_t Find(std::string_view key) const { return Find(key, HashBytes(key.data(), key.size())); }  // -1: absent
+  // Batched use while loading: hash and Prefetch a group of keys, then Find/Insert them, so
+  // that the cache misses of the group overlap. `hash` must be HashBytes(key).
+  void Prefetch(uint64_t hash) const;
+  bool Insert(std::string_view key, int32_t id, uint64_t hash);
+  int32_t Find(std::string_view key, uint64_t hash) const;
+  size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    uint64_t prefix = 0;  // key bytes 0..7, zero padded
+    uint32_t hash = 0;    // high half of the 64-bit hash
+    int32_t id = -1;      // -1: empty
+    uint32_t offset = 0;  // of the whole key in arena_
+    uint32_t length = 0;
+  };
+  static uint64_t Prefix(std::string_view key);
+  bool Matches(const Slot& slot, uint32_t tag, uint64_t prefix, std::string_view key) const;
+  void Grow();
+  std::vector<Slot, LargeTableAllocator<Slot>> slots_;
+  std::string arena_;
+  size_t size_ = 0;
+};
+
+// A merge of two adjacent symbols: the pair's rank (its line in `merges`, lower merges first)
+// and the id of the concatenated token.
+struct MergeRule {
+  int32_t rank;
+  int32_t new_id;
+};
+
+// Open-addressing hash map from (left id, right id) to MergeRule.
+class MergeTable {
+ public:
+  void Reserve(size_t count);
+  // Later insertions of the same pair replace earlier ones, as HF's HashMap collect does.
+  void Insert(int32_t left, int32_t right, MergeRule rule);
+  const MergeRule* Find(int32_t left, int32_t right) const;
+  void Prefetch(int32_t left, int32_t right) const;
+  size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    uint64_t key = kEmpty;
+    MergeRule rule{};
+  };
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  void Grow();
+  std::vector<Slot, LargeTableAllocator<Slot>> slots_;
+  size_t size_ = 0;
+};
+
+// Reusable buffers for one thread's BPE merges.
+struct BpeScratch {
+  struct Symbol {
+    int32_t id;
+    int32_t prev;  // index of the previous live symbol, -1 at the start
+    int32_t next;  // index of the next live symbol, -1 at the end
+    bool live;
+  };
+  struct Candidate {
+    int32_t rank;
+    int32_t pos;       // index of the left symbol
+    int32_t new_id;
+    int32_t left_id;   // the pair when the candidate was made
+    int32_t right_id;
+  };
+  std::vector<Symbol> symbols;
+  std::vector<Candidate> heap;
+};
+
+// The vocabulary and merges of a byte-level BPE model.
+class BpeModel {
+ public:
+  BpeModel();
+
+  BytesToId& vocab() { return vocab_; }
+  const BytesToId& vocab() const { return vocab_; }
+  void ReserveMerges(size_t count) { merges_.Reserve(count); }
+  // Call after the vocabulary is complete and before the merges are added.
+  void IndexByteTokens();
+  // Later merges of the same pair replace earlier ones, as HF's HashMap collect does.
+  void AddMerge(int32_t left, int32_t right, MergeRule rule);
+  void PrefetchMerge(int32_t left, int32_t right) const { merges_.Prefetch(left, right); }
+
+  // Appends the ids for one pre-token `piece` (raw bytes) to `out`. Mirrors HF's
+  // Word::merge_all: the initial symbols are the bytes (a byte without a one-byte token is
+  // dropped, as HF does without unk token or byte fallback), then the adjacent pair of lowest
+  // rank is merged, leftmost first, using a min-heap of candidates re-validated when popped.
+  // HF re-validates a candidate by looking up the current pair and comparing the merged id;
+  // here the pair's ids are compared with those the candidate was made from. The two tests
+  // agree: symbols only grow by absorbing their whole right neighbour, so the pair at a
+  // position merges into the same token string (same span) only if it is the same pair.
+  void Merge(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const;
+
+ private:
+  static constexpr size_t kSmallPiece = 48;  // symbols; longer pieces use the heap
+  const MergeRule* FindMerge(int32_t left, int32_t right) const;
+  void MergeSmall(std::string_view piece, std::vector<int32_t>& out) const;
+
+  BytesToId vocab_;
+  MergeTable merges_;
+  int32_t byte_ids_[256];      // id of the one-byte token for each byte, or -1
+  std::vector<int16_t> byte_of_token_;  // id -> byte of a one-byte token, -1 otherwise
+  // Merges of two one-byte tokens, indexed by (left byte << 8 | right byte); rank -1 = none.
+  // The first merges of every piece come from here instead of the large table.
+  std::vector<MergeRule> byte_pairs_;
+};
+
+}  // namespace tessera

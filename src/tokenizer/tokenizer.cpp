@@ -1,0 +1,796 @@
+#include "tokenizer/tokenizer.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <type_traits>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/embedded_assets.h"
+#include "tokenizer/split_regex.h"
+#include "tokenizer/utf8.h"
+
+namespace tessera {
+namespace {
+
+// Ids are kept below 2^21 so that the id-indexed tables stay small (tens of MB) even for a
+// corrupt file (o200k_harmony uses 200019; the largest public vocabularies are about 2^18).
+constexpr int64_t kMaxTokenId = int64_t{1} << 21;
+
+constexpr char kBuiltInSource[] = "<built-in o200k_harmony>";
+
+// Vocabulary and merge entries processed per prefetch group while loading.
+constexpr size_t kBatch = 16;
+
+// GPT-2's bytes_to_unicode(): printable bytes (! to ~, ¡ to ¬, ® to ÿ) stand for themselves,
+// the other 68 bytes map to U+0100, U+0101, ... in increasing byte order.
+struct ByteLevelAlphabet {
+  char32_t byte_to_char[256];
+  int16_t char_to_byte[0x144];
+
+  ByteLevelAlphabet() {
+    std::fill(std::begin(char_to_byte), std::end(char_to_byte), int16_t{-1});
+    char32_t next = 0x100;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      byte_to_char[b] = printable ? static_cast<char32_t>(b) : next++;
+      char_to_byte[byte_to_char[b]] = static_cast<int16_t>(b);
+    }
+  }
+
+  // Bytes spelled by a byte-level string; false if some character is outside the alphabet.
+  bool ToBytes(std::string_view text, std::string& bytes) const {
+    bytes.clear();
+    size_t pos = 0;
+    while (pos < text.size()) {
+      const char32_t c = utf8::Next(text, pos);
+      if (c >= 0x144 || char_to_byte[c] < 0) return false;
+      bytes.push_back(static_cast<char>(char_to_byte[c]));
+    }
+    return true;
+  }
+};
+
+const ByteLevelAlphabet& Alphabet() {
+  static const ByteLevelAlphabet alphabet;
+  return alphabet;
+}
+
+// A token or key quoted for a one-line error message: control and line-breaking characters
+// are escaped, long strings cut.
+std::string Quote(std::string_view s) {
+  std::string out = "\"";
+  size_t pos = 0;
+  const bool valid = utf8::FindInvalid(s) == s.size();
+  while (pos < s.size() && out.size() < 64) {
+    const auto b = static_cast<unsigned char>(s[pos]);
+    if (b >= 0x20 && b < 0x7F && b != '"' && b != '\\') {
+      out += static_cast<char>(b);
+      ++pos;
+      continue;
+    }
+    if (valid && b >= 0x80) {
+      const size_t start = pos;
+      const char32_t c = utf8::Next(s, pos);
+      if (c >= 0xA0 && c != 0x2028 && c != 0x2029) {
+        out.append(s.substr(start, pos - start));
+        continue;
+      }
+      out += StrCat("\\u{", std::hex, static_cast<uint32_t>(c), "}");
+      continue;
+    }
+    static const char kHex[] = "0123456789ABCDEF";
+    out += b == '"' ? "\\\"" : b == '\\' ? "\\\\" : std::string{'\\', 'x', kHex[b >> 4], kHex[b & 15]};
+    ++pos;
+  }
+  if (pos < s.size()) out += "...";
+  out += '"';
+  return out;
+}
+
+// Leftmost-longest matcher for added tokens: a byte trie walked from each candidate start.
+class AddedTokenTrie {
+ public:
+  void Add(std::string_view content, int32_t token_index) {
+    if (nodes_.empty()) nodes_.emplace_back();
+    int32_t node = 0;
+    for (unsigned char b : content) {
+      int32_t child = Child(node, b);
+      if (child < 0) {
+        child = static_cast<int32_t>(nodes_.size());
+        nodes_[node].children.emplace_back(b, child);
+        nodes_.emplace_back();
+      }
+      node = child;
+    }
+    nodes_[node].token = token_index;
+    first_bytes_[static_cast<unsigned char>(content[0])] = true;
+    if (first_byte_ < 0) {
+      first_byte_ = static_cast<unsigned char>(content[0]);
+    } else if (first_byte_ != static_cast<unsigned char>(content[0])) {
+      first_byte_ = 256;  // several first bytes: no memchr shortcut
+    }
+  }
+
+  bool empty() const { return nodes_.empty(); }
+
+  // First position >= pos where some token may start.
+  size_t NextCandidate(std::string_view text, size_t pos) const {
+    if (first_byte_ >= 0 && first_byte_ < 256) {
+      const void* hit = std::memchr(text.data() + pos, first_byte_, text.size() - pos);
+      return hit == nullptr ? text.size() : static_cast<const char*>(hit) - text.data();
+    }
+    while (pos < text.size() && !first_bytes_[static_cast<unsigned char>(text[pos])]) ++pos;
+    return pos;
+  }
+
+  // The longest token starting at text[pos]: its index and length, or -1.
+  int32_t Longest(std::string_view text, size_t pos, size_t& length) const {
+    int32_t node = 0;
+    int32_t best = -1;
+    for (size_t i = pos; i < text.size(); ++i) {
+      node = Child(node, static_cast<unsigned char>(text[i]));
+      if (node < 0) break;
+      if (nodes_[node].token >= 0) {
+        best = nodes_[node].token;
+        length = i + 1 - pos;
+      }
+    }
+    return best;
+  }
+
+ private:
+  struct Node {
+    std::vector<std::pair<unsigned char, int32_t>> children;
+    int32_t token = -1;
+  };
+  int32_t Child(int32_t node, unsigned char b) const {
+    for (const auto& [byte, child] : nodes_[node].children) {
+      if (byte == b) return child;
+    }
+    return -1;
+  }
+  std::vector<Node> nodes_;
+  bool first_bytes_[256] = {};
+  int first_byte_ = -1;
+};
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  struct AddedToken {
+    std::string content;
+    int32_t id;
+    bool special;
+  };
+
+  std::string source;
+  // Model.
+  BpeModel model;  // vocab (raw bytes -> id, model tokens only) and merges
+  bool ignore_merges = false;
+  size_t max_token_bytes = 0;
+  std::vector<SplitRegex> splits;  // applied in order, each cutting the pieces of the previous
+  // Added tokens, matched in two passes like HF: "normalized": false first, then true.
+  std::vector<AddedToken> added;
+  AddedTokenTrie raw_trie;
+  AddedTokenTrie normalized_trie;
+  std::unordered_map<std::string, int32_t> added_by_content;
+  // Decoding: id -> bytes. span_offset[id] == kAbsent for unassigned ids.
+  static constexpr uint32_t kAbsent = ~uint32_t{0};
+  std::vector<uint32_t> span_offset;
+  std::vector<uint32_t> span_length;
+  std::vector<bool> special;
+  std::string decode_bytes;
+
+  int32_t vocab_size() const { return static_cast<int32_t>(span_offset.size()); }
+  bool Contains(int32_t id) const { return id >= 0 && id < vocab_size() && span_offset[id] != kAbsent; }
+
+  std::string_view Bytes(int32_t id) const {
+    if (!Contains(id)) {
+      Fail(source, ": token id ", id, " is not in the vocabulary (", vocab_size(), " ids)");
+    }
+    return std::string_view(decode_bytes).substr(span_offset[id], span_length[id]);
+  }
+
+  void EncodePiece(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const {
+    if (ignore_merges && piece.size() <= max_token_bytes) {
+      const int32_t id = model.vocab().Find(piece);
+      if (id >= 0) {
+        out.push_back(id);
+        return;
+      }
+    }
+    model.Merge(piece, scratch, out);
+  }
+
+  void PreTokenize(std::string_view text, size_t level, BpeScratch& scratch, std::vector<int32_t>& out) const {
+    if (level == splits.size()) {
+      EncodePiece(text, scratch, out);
+      return;
+    }
+    splits[level].Split(text, [&](size_t begin, size_t end) {
+      PreTokenize(text.substr(begin, end - begin), level + 1, scratch, out);
+    });
+  }
+
+  // Cuts `text` at the added tokens of `trie`; gaps go to `gap`, matched ids to `out`.
+  // With split_special false, special tokens are passed over as text, but the scan still
+  // resumes after them, as HF's Aho-Corasick iteration does when it skips such a match.
+  template <typename Gap>
+  void SplitAdded(std::string_view text, const AddedTokenTrie& trie, bool split_special, std::vector<int32_t>& out,
+                  Gap&& gap) const {
+    if (trie.empty()) {
+      if (!text.empty()) gap(text);
+      return;
+    }
+    size_t gap_start = 0;
+    size_t pos = trie.NextCandidate(text, 0);
+    while (pos < text.size()) {
+      size_t length = 0;
+      const int32_t token = trie.Longest(text, pos, length);
+      if (token < 0) {
+        pos = trie.NextCandidate(text, pos + 1);
+        continue;
+      }
+      if (!split_special && added[token].special) {
+        pos = trie.NextCandidate(text, pos + length);
+        continue;
+      }
+      if (gap_start < pos) gap(text.substr(gap_start, pos - gap_start));
+      out.push_back(added[token].id);
+      pos += length;
+      gap_start = pos;
+      pos = trie.NextCandidate(text, pos);
+    }
+    if (gap_start < text.size()) gap(text.substr(gap_start));
+  }
+
+  void Encode(std::string_view text, bool split_special, std::vector<int32_t>& out) const {
+    const size_t bad = utf8::FindInvalid(text);
+    if (bad != text.size()) Fail("text to encode is not valid UTF-8 (byte offset ", bad, ")");
+    BpeScratch scratch;
+    SplitAdded(text, raw_trie, split_special, out, [&](std::string_view gap) {
+      SplitAdded(gap, normalized_trie, split_special, out,
+                 [&](std::string_view plain) { PreTokenize(plain, 0, scratch, out); });
+    });
+  }
+};
+
+namespace {
+
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+using simdjson::dom::object;
+
+// Reads tokenizer.json into a Tokenizer::Impl. Every failure names the file and the JSON path.
+class Loader {
+ public:
+  Loader(Tokenizer::Impl& impl, std::string_view json) : impl_(impl), json_(json) {}
+
+  void Run() {
+    simdjson::padded_string padded(json_.data(), json_.size());
+    element root;
+    if (auto error = parser_.parse(padded).get(root)) {
+      Fail(impl_.source, ": invalid JSON (", simdjson::error_message(error), ")");
+    }
+    const object top = AsObject(root, "top level");
+    element model;
+    if (!Get(top, "model", model)) Reject("model", "is missing");
+    for (const char* key : {"truncation", "padding"}) {
+      element value;
+      if (!Get(top, key, value) || value.is_null()) continue;
+      Reject(key, "is not supported (must be null; HF would truncate or pad the ids)");
+    }
+    CheckNormalizer(top);
+    CheckPostProcessor(top);
+    CheckDecoder(top);
+    LoadModel(AsObject(model, "model"));
+    element pre_tokenizer;
+    if (!Get(top, "pre_tokenizer", pre_tokenizer) || pre_tokenizer.is_null()) {
+      Reject("pre_tokenizer", "is missing (a byte-level BPE needs the ByteLevel pre-tokenizer)");
+    }
+    LoadPreTokenizer(pre_tokenizer);
+    element added;
+    if (Get(top, "added_tokens", added) && !added.is_null()) LoadAddedTokens(AsArray(added, "added_tokens"));
+    BuildDecodeTable();
+  }
+
+ private:
+  template <typename... Args>
+  [[noreturn]] void Reject(std::string_view path, Args&&... args) {
+    Fail(impl_.source, ": ", path, ": ", std::forward<Args>(args)...);
+  }
+
+  static bool Get(const object& obj, std::string_view key, element& out) {
+    return obj.at_key(key).get(out) == simdjson::SUCCESS;
+  }
+
+  static const char* TypeName(const element& e) {
+    switch (e.type()) {
+      case element_type::ARRAY: return "an array";
+      case element_type::OBJECT: return "an object";
+      case element_type::INT64:
+      case element_type::UINT64:
+      case element_type::DOUBLE: return "a number";
+      case element_type::STRING: return "a string";
+      case element_type::BOOL: return "a boolean";
+      case element_type::NULL_VALUE: return "null";
+    }
+    return "a value";
+  }
+
+  // Paths are either text or a callable producing it, so that the 650k vocabulary and merge
+  // entries do not format a path each unless they fail.
+  template <typename P>
+  static std::string PathOf(const P& path) {
+    if constexpr (std::is_invocable_v<const P&>) {
+      return path();
+    } else {
+      return std::string(std::string_view(path));
+    }
+  }
+
+  template <typename P>
+  object AsObject(const element& e, const P& path) {
+    object obj;
+    if (e.get_object().get(obj)) Reject(PathOf(path), "expected an object, found ", TypeName(e));
+    return obj;
+  }
+  template <typename P>
+  array AsArray(const element& e, const P& path) {
+    array arr;
+    if (e.get_array().get(arr)) Reject(PathOf(path), "expected an array, found ", TypeName(e));
+    return arr;
+  }
+  template <typename P>
+  std::string_view AsString(const element& e, const P& path) {
+    std::string_view s;
+    if (e.get_string().get(s)) Reject(PathOf(path), "expected a string, found ", TypeName(e));
+    return s;
+  }
+  template <typename P>
+  bool AsBool(const element& e, const P& path) {
+    bool b = false;
+    if (e.get_bool().get(b)) Reject(PathOf(path), "expected true or false, found ", TypeName(e));
+    return b;
+  }
+  template <typename P>
+  int32_t AsId(const element& e, const P& path) {
+    int64_t v = 0;
+    if (e.get_int64().get(v)) Reject(PathOf(path), "expected an integer token id, found ", TypeName(e));
+    if (v < 0 || v >= kMaxTokenId) Reject(PathOf(path), "token id ", v, " is outside [0, ", kMaxTokenId, ")");
+    return static_cast<int32_t>(v);
+  }
+  // `key` of `obj` as a string; empty when absent or null.
+  std::string_view OptionalString(const object& obj, std::string_view key, std::string_view path) {
+    element e;
+    if (!Get(obj, key, e) || e.is_null()) return {};
+    return AsString(e, path);
+  }
+  bool OptionalBool(const object& obj, std::string_view key, std::string_view path, bool fallback) {
+    element e;
+    if (!Get(obj, key, e) || e.is_null()) return fallback;
+    return AsBool(e, path);
+  }
+  std::string_view TypeOf(const object& obj, std::string_view path) {
+    element e;
+    if (!Get(obj, "type", e)) Reject(path, "has no \"type\"");
+    return AsString(e, StrCat(path, ".type"));
+  }
+
+  void CheckNormalizer(const object& top) {
+    element e;
+    if (!Get(top, "normalizer", e) || e.is_null()) return;
+    const object n = AsObject(e, "normalizer");
+    Reject("normalizer", "type ", Quote(TypeOf(n, "normalizer")), " is not supported (only null)");
+  }
+
+  void CheckPostProcessor(const object& top) {
+    element e;
+    if (!Get(top, "post_processor", e) || e.is_null()) return;
+    const object p = AsObject(e, "post_processor");
+    // The ByteLevel post-processor only adjusts offsets; ids are untouched.
+    const std::string_view type = TypeOf(p, "post_processor");
+    if (type != "ByteLevel") {
+      Reject("post_processor", "type ", Quote(type), " is not supported (only ByteLevel or null)");
+    }
+  }
+
+  void CheckDecoder(const object& top) {
+    element e;
+    if (!Get(top, "decoder", e) || e.is_null()) Reject("decoder", "is missing (only ByteLevel is supported)");
+    const object d = AsObject(e, "decoder");
+    const std::string_view type = TypeOf(d, "decoder");
+    if (type != "ByteLevel") Reject("decoder", "type ", Quote(type), " is not supported (only ByteLevel)");
+  }
+
+  void LoadModel(const object& model) {
+    const std::string_view type = TypeOf(model, "model");
+    if (type != "BPE") Reject("model.type", Quote(type), " is not supported (only BPE)");
+    for (const char* key : {"dropout", "unk_token"}) {
+      element e;
+      if (Get(model, key, e) && !e.is_null()) Reject(StrCat("model.", key), "is not supported (must be null)");
+    }
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      const std::string_view s = OptionalString(model, key, StrCat("model.", key));
+      if (!s.empty()) Reject(StrCat("model.", key), "is not supported (must be null or empty)");
+    }
+    if (OptionalBool(model, "byte_fallback", "model.byte_fallback", false)) {
+      Reject("model.byte_fallback", "is not supported (must be false)");
+    }
+    OptionalBool(model, "fuse_unk", "model.fuse_unk", false);  // no effect without unk_token
+    impl_.ignore_merges = OptionalBool(model, "ignore_merges", "model.ignore_merges", false);
+
+    element vocab_e;
+    if (!Get(model, "vocab", vocab_e)) Reject("model.vocab", "is missing");
+    const object vocab = AsObject(vocab_e, "model.vocab");
+    impl_.model.vocab().Reserve(vocab.size());
+    // Both tables are far larger than the caches; entries are processed in groups whose table
+    // slots are prefetched first, so that their cache misses overlap (about 2x faster loads).
+    struct VocabEntry {
+      std::string_view token;
+      int32_t id;
+      std::string bytes;
+      uint64_t hash;
+    };
+    std::vector<VocabEntry> vocab_batch(kBatch);
+    size_t pending = 0;
+    auto insert_vocab = [&] {
+      for (size_t k = 0; k < pending; ++k) {
+        VocabEntry& e = vocab_batch[k];
+        if (!impl_.model.vocab().Insert(e.bytes, e.id, e.hash)) {
+          Reject("model.vocab", "token ", Quote(e.token), " appears twice");
+        }
+        AddDecodeEntry(e.id, e.bytes, [&] { return StrCat("model.vocab[", Quote(e.token), "]"); });
+        impl_.max_token_bytes = std::max(impl_.max_token_bytes, e.bytes.size());
+      }
+      pending = 0;
+    };
+    for (auto field : vocab) {
+      VocabEntry& e = vocab_batch[pending];
+      e.token = field.key;
+      e.id = AsId(field.value, [&] { return StrCat("model.vocab[", Quote(e.token), "]"); });
+      if (e.token.empty()) Reject("model.vocab", "empty token");
+      if (!Alphabet().ToBytes(e.token, e.bytes)) {
+        Reject("model.vocab", "token ", Quote(e.token), " is not spelled in byte-level characters");
+      }
+      e.hash = HashBytes(e.bytes.data(), e.bytes.size());
+      impl_.model.vocab().Prefetch(e.hash);
+      if (++pending == kBatch) insert_vocab();
+    }
+    insert_vocab();
+    impl_.model.IndexByteTokens();
+
+    element merges_e;
+    if (!Get(model, "merges", merges_e)) Reject("model.merges", "is missing");
+    const array merges = AsArray(merges_e, "model.merges");
+    impl_.model.ReserveMerges(merges.size());
+    struct MergeEntry {
+      std::string_view left, right;
+      std::string left_bytes, right_bytes, joined;
+      uint64_t left_hash, right_hash, joined_hash;
+      bool left_ok, right_ok;  // spelled in byte-level characters
+      int32_t rank, left_id, right_id, new_id;
+    };
+    std::vector<MergeEntry> merge_batch(kBatch);
+    auto add_merges = [&] {
+      for (size_t k = 0; k < pending; ++k) {
+        MergeEntry& e = merge_batch[k];
+        const auto path = [&] { return StrCat("model.merges[", e.rank, "]"); };
+        e.left_id = e.left_ok ? impl_.model.vocab().Find(e.left_bytes, e.left_hash) : -1;
+        if (e.left_id < 0) Reject(path(), "token ", Quote(e.left), " is not in the vocabulary");
+        e.right_id = e.right_ok ? impl_.model.vocab().Find(e.right_bytes, e.right_hash) : -1;
+        if (e.right_id < 0) Reject(path(), "token ", Quote(e.right), " is not in the vocabulary");
+        e.new_id = impl_.model.vocab().Find(e.joined, e.joined_hash);
+        if (e.new_id < 0) {
+          Reject(path(), "merged token ", Quote(StrCat(e.left, e.right)), " is not in the vocabulary");
+        }
+        impl_.model.PrefetchMerge(e.left_id, e.right_id);
+      }
+      for (size_t k = 0; k < pending; ++k) {
+        const MergeEntry& e = merge_batch[k];
+        impl_.model.AddMerge(e.left_id, e.right_id, MergeRule{e.rank, e.new_id});
+      }
+      pending = 0;
+    };
+    int32_t rank = 0;
+    for (element m : merges) {
+      MergeEntry& e = merge_batch[pending];
+      e.rank = rank;
+      if (m.type() == element_type::STRING) {
+        const std::string_view line = AsString(m, "");
+        const size_t space = line.find(' ');
+        if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos) {
+          Reject(StrCat("model.merges[", rank, "]"), Quote(line), " is not two tokens separated by one space");
+        }
+        e.left = line.substr(0, space);
+        e.right = line.substr(space + 1);
+      } else {
+        const auto path = [&] { return StrCat("model.merges[", rank, "]"); };
+        const array pair = AsArray(m, path);
+        if (pair.size() != 2) Reject(path(), "expected a pair of tokens");
+        e.left = AsString(pair.at(0).value_unsafe(), [&] { return path() + "[0]"; });
+        e.right = AsString(pair.at(1).value_unsafe(), [&] { return path() + "[1]"; });
+      }
+      e.left_ok = Alphabet().ToBytes(e.left, e.left_bytes);
+      e.right_ok = Alphabet().ToBytes(e.right, e.right_bytes);
+      if (e.left_ok && e.right_ok) {
+        e.joined = e.left_bytes;
+        e.joined += e.right_bytes;
+        e.left_hash = HashBytes(e.left_bytes.data(), e.left_bytes.size());
+        e.right_hash = HashBytes(e.right_bytes.data(), e.right_bytes.size());
+        e.joined_hash = HashBytes(e.joined.data(), e.joined.size());
+        impl_.model.vocab().Prefetch(e.left_hash);
+        impl_.model.vocab().Prefetch(e.right_hash);
+        impl_.model.vocab().Prefetch(e.joined_hash);
+      }
+      if (rank == INT32_MAX) Reject("model.merges", "too many merges");
+      ++rank;
+      if (++pending == kBatch) add_merges();
+    }
+    add_merges();
+  }
+
+  void LoadPreTokenizer(const element& e) {
+    const object p = AsObject(e, "pre_tokenizer");
+    const std::string_view type = TypeOf(p, "pre_tokenizer");
+    if (type == "ByteLevel") {
+      LoadByteLevel(p, "pre_tokenizer", true);
+      return;
+    }
+    if (type != "Sequence") {
+      Reject("pre_tokenizer", "type ", Quote(type), " is not supported (Sequence of Split + ByteLevel, or ByteLevel)");
+    }
+    element list_e;
+    if (!Get(p, "pretokenizers", list_e)) Reject("pre_tokenizer.pretokenizers", "is missing");
+    const array list = AsArray(list_e, "pre_tokenizer.pretokenizers");
+    const size_t n = list.size();
+    if (n == 0) Reject("pre_tokenizer.pretokenizers", "is empty (the last one must be ByteLevel)");
+    size_t index = 0;
+    for (element step_e : list) {
+      const std::string path = StrCat("pre_tokenizer.pretokenizers[", index, "]");
+      const object step = AsObject(step_e, path);
+      const std::string_view step_type = TypeOf(step, path);
+      const bool last = index + 1 == n;
+      if (last) {
+        if (step_type != "ByteLevel") {
+          Reject(path, "the last pre-tokenizer must be ByteLevel, found ", Quote(step_type));
+        }
+        LoadByteLevel(step, path, false);
+      } else if (step_type == "Split") {
+        LoadSplit(step, path);
+      } else {
+        Reject(path, "type ", Quote(step_type), " is not supported here (only Split before the final ByteLevel)");
+      }
+      ++index;
+    }
+  }
+
+  void LoadByteLevel(const object& b, const std::string& path, bool alone) {
+    if (OptionalBool(b, "add_prefix_space", StrCat(path, ".add_prefix_space"), true)) {
+      Reject(path, "add_prefix_space is not supported (must be false)");
+    }
+    OptionalBool(b, "trim_offsets", StrCat(path, ".trim_offsets"), true);  // offsets only
+    if (OptionalBool(b, "use_regex", StrCat(path, ".use_regex"), true)) {
+      // HF's ByteLevel split: GPT-2's pattern, behavior Isolated.
+      AddSplit(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", path);
+    } else if (alone) {
+      // Not an error in HF, but then the whole text is one BPE word; nothing real uses it.
+      Reject(path, "use_regex false without a Split pre-tokenizer is not supported");
+    }
+  }
+
+  void LoadSplit(const object& s, const std::string& path) {
+    element pattern_e;
+    if (!Get(s, "pattern", pattern_e)) Reject(path, "has no \"pattern\"");
+    const object pattern = AsObject(pattern_e, StrCat(path, ".pattern"));
+    element value;
+    if (!Get(pattern, "Regex", value)) {
+      // {"String": ...} splits are not supported: nothing in use needs them, and the golden
+      // data only covers regex splits.
+      Reject(StrCat(path, ".pattern"), "expected {\"Regex\": ...} (String patterns are not supported)");
+    }
+    const std::string_view regex = AsString(value, StrCat(path, ".pattern.Regex"));
+    element behavior_e;
+    if (!Get(s, "behavior", behavior_e)) Reject(path, "has no \"behavior\"");
+    const std::string_view behavior = AsString(behavior_e, StrCat(path, ".behavior"));
+    if (behavior != "Isolated") Reject(StrCat(path, ".behavior"), Quote(behavior), " is not supported (only Isolated)");
+    if (OptionalBool(s, "invert", StrCat(path, ".invert"), false)) {
+      Reject(StrCat(path, ".invert"), "true is not supported");
+    }
+    AddSplit(regex, StrCat(path, ".pattern"));
+  }
+
+  void AddSplit(std::string_view regex, const std::string& path) {
+    try {
+      impl_.splits.emplace_back(regex);
+    } catch (const tessera::Error& e) {
+      Reject(path, e.what());
+    }
+  }
+
+  void LoadAddedTokens(const array& tokens) {
+    // HF re-assigns ids when it loads added tokens (tokenizer/serialization.rs, then
+    // AddedVocabulary::add_tokens): an existing vocabulary token keeps its id, a new one gets
+    // max(added ids) + 1, or the model's vocabulary size (its entry count) for the first one.
+    // A file whose "id" disagrees is refused instead of silently renumbered.
+    const int64_t model_size = static_cast<int64_t>(impl_.model.vocab().size());
+    int64_t max_added = -1;
+    size_t index = 0;
+    std::string bytes;
+    for (element t_e : tokens) {
+      const std::string path = StrCat("added_tokens[", index++, "]");
+      const object t = AsObject(t_e, path);
+      element id_e, content_e;
+      if (!Get(t, "id", id_e)) Reject(path, "has no \"id\"");
+      if (!Get(t, "content", content_e)) Reject(path, "has no \"content\"");
+      const int32_t id = AsId(id_e, StrCat(path, ".id"));
+      const std::string_view content = AsString(content_e, StrCat(path, ".content"));
+      if (content.empty()) Reject(StrCat(path, ".content"), "is empty");
+      for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
+        if (OptionalBool(t, flag, StrCat(path, ".", flag), false)) {
+          Reject(StrCat(path, ".", flag), "true is not supported");
+        }
+      }
+      const bool special = OptionalBool(t, "special", StrCat(path, ".special"), false);
+      const bool normalized = OptionalBool(t, "normalized", StrCat(path, ".normalized"), !special);
+      if (impl_.added_by_content.count(std::string(content)) != 0) {
+        Reject(StrCat(path, ".content"), Quote(content), " appears twice");
+      }
+      const bool byte_level = Alphabet().ToBytes(content, bytes);
+      const int32_t model_id = byte_level ? impl_.model.vocab().Find(bytes) : -1;
+      int64_t expected = model_id;
+      if (model_id < 0) expected = max_added >= model_size ? max_added + 1 : model_size;
+      if (id != expected) {
+        Reject(StrCat(path, ".id"), id, " for ", Quote(content), " differs from the id tokenizers assigns (", expected,
+              ")");
+      }
+      // A content that is already a model token decodes to the same bytes either way; a new
+      // one colliding with a model id (possible with holes in the vocabulary) is refused here.
+      if (model_id < 0) AddDecodeEntry(id, byte_level ? std::string_view(bytes) : content, StrCat(path, ".id"));
+      max_added = std::max<int64_t>(max_added, id);
+      const int32_t index_in_added = static_cast<int32_t>(impl_.added.size());
+      impl_.added.push_back({std::string(content), id, special});
+      impl_.added_by_content.emplace(std::string(content), id);
+      (normalized ? impl_.normalized_trie : impl_.raw_trie).Add(content, index_in_added);
+      if (special) special_ids_.push_back(id);
+    }
+  }
+
+  template <typename P>
+  void AddDecodeEntry(int32_t id, std::string_view bytes, const P& path) {
+    if (static_cast<size_t>(id) >= decode_entries_.size()) decode_entries_.resize(id + size_t{1}, {kUnset, 0});
+    if (decode_entries_[id].first != kUnset) Reject(PathOf(path), "id ", id, " is used by two tokens");
+    if (impl_.decode_bytes.size() + bytes.size() >= UINT32_MAX) Reject(PathOf(path), "token table exceeds 4 GiB");
+    decode_entries_[id] = {static_cast<uint32_t>(impl_.decode_bytes.size()), static_cast<uint32_t>(bytes.size())};
+    impl_.decode_bytes.append(bytes);
+  }
+
+  void BuildDecodeTable() {
+    const size_t n = decode_entries_.size();
+    impl_.span_offset.assign(n, Tokenizer::Impl::kAbsent);
+    impl_.span_length.assign(n, 0);
+    impl_.special.assign(n, false);
+    for (size_t id = 0; id < n; ++id) {
+      if (decode_entries_[id].first == kUnset) continue;
+      impl_.span_offset[id] = decode_entries_[id].first;
+      impl_.span_length[id] = decode_entries_[id].second;
+    }
+    for (int32_t id : special_ids_) impl_.special[id] = true;
+  }
+
+  static constexpr uint32_t kUnset = ~uint32_t{0};
+  Tokenizer::Impl& impl_;
+  std::string_view json_;
+  simdjson::dom::parser parser_;
+  std::vector<std::pair<uint32_t, uint32_t>> decode_entries_;  // id -> (offset, length)
+  std::vector<int32_t> special_ids_;
+};
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::FromJson(std::string_view json, std::string_view source) {
+  auto impl = std::make_unique<Impl>();
+  impl->source = std::string(source);
+  Loader(*impl, json).Run();
+  return Tokenizer(std::move(impl));
+}
+
+Tokenizer Tokenizer::FromFile(const std::string& path) { return FromJson(ReadFile(path), path); }
+
+Tokenizer Tokenizer::FromModelDir(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) Fail(dir, ": no tokenizer.json in this directory");
+  return FromFile(path);
+}
+
+Tokenizer Tokenizer::FromPath(const std::string& dir_or_file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir_or_file, ec)) return FromModelDir(dir_or_file);
+  return FromFile(dir_or_file);
+}
+
+const Tokenizer& Tokenizer::BuiltIn() {
+  static const Tokenizer tokenizer = FromJson(EmbeddedTokenizerJson(), kBuiltInSource);
+  return tokenizer;
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 4 + 1);
+  impl_->Encode(text, true, ids);
+  return ids;
+}
+
+void Tokenizer::Encode(std::string_view text, std::vector<int32_t>& out) const { impl_->Encode(text, true, out); }
+
+std::vector<int32_t> Tokenizer::EncodeOrdinary(std::string_view text) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 4 + 1);
+  impl_->Encode(text, false, ids);
+  return ids;
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
+  std::string bytes;
+  for (int32_t id : ids) bytes.append(impl_->Bytes(id));
+  std::string text;
+  text.reserve(bytes.size());
+  utf8::AppendLossy(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), true, text);
+  return text;
+}
+
+std::string_view Tokenizer::TokenBytes(int32_t id) const { return impl_->Bytes(id); }
+
+std::optional<int32_t> Tokenizer::TokenId(std::string_view token) const {
+  if (auto it = impl_->added_by_content.find(std::string(token)); it != impl_->added_by_content.end()) {
+    return it->second;
+  }
+  std::string bytes;
+  if (!Alphabet().ToBytes(token, bytes)) return std::nullopt;
+  const int32_t id = impl_->model.vocab().Find(bytes);
+  if (id < 0) return std::nullopt;
+  return id;
+}
+
+int32_t Tokenizer::RequireTokenId(std::string_view token) const {
+  const std::optional<int32_t> id = TokenId(token);
+  if (!id) Fail(impl_->source, ": token ", Quote(token), " is not in the vocabulary");
+  return *id;
+}
+
+int32_t Tokenizer::vocab_size() const { return impl_->vocab_size(); }
+bool Tokenizer::Contains(int32_t id) const { return impl_->Contains(id); }
+bool Tokenizer::IsSpecial(int32_t id) const { return impl_->Contains(id) && impl_->special[id]; }
+const std::string& Tokenizer::source() const { return impl_->source; }
+
+std::string IncrementalDecoder::Add(int32_t id) {
+  const std::string_view bytes = tokenizer_->TokenBytes(id);
+  pending_.append(bytes);
+  std::string text;
+  const size_t used =
+      utf8::AppendLossy(reinterpret_cast<const uint8_t*>(pending_.data()), pending_.size(), false, text);
+  pending_.erase(0, used);
+  return text;
+}
+
+std::string IncrementalDecoder::Flush() {
+  std::string text;
+  utf8::AppendLossy(reinterpret_cast<const uint8_t*>(pending_.data()), pending_.size(), true, text);
+  pending_.clear();
+  return text;
+}
+
+}  // namespace tessera

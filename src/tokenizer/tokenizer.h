@@ -1,0 +1,115 @@
+// Byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json, exact to the
+// `tokenizers` library for the configurations it accepts (the gpt-oss o200k_harmony one among
+// them): Encode gives the ids of `tokenizer.encode(text).ids` and Decode the text of
+// `tokenizer.decode(ids, skip_special_tokens=False)`. tests/tokenizer_test.cpp checks both
+// against a golden corpus made by tools/make_tokenizer_golden.py.
+//
+// Pipeline, in HF's order:
+//   1. added tokens (`added_tokens`, e.g. <|start|>) are cut out of the raw text first:
+//      leftmost-longest matching, tokens with "normalized": false in a first pass and
+//      "normalized": true ones in the gaps left by it;
+//   2. each gap is pre-tokenized by the Split regex(es) (behavior Isolated; see split_regex.h),
+//      or by GPT-2's regex when the pre-tokenizer is ByteLevel with use_regex, and mapped to
+//      bytes (the ByteLevel step);
+//   3. each piece is looked up whole when the model has `ignore_merges`, otherwise (or when
+//      absent) BPE-merged by merge rank, leftmost first (bpe.h).
+// Decoding concatenates the bytes of the tokens (the ByteLevel decoder: a token spelled in
+// byte-level characters stands for those bytes, any other token, such as an added token with a
+// space in it, for its UTF-8 text) and replaces ill-formed UTF-8 with U+FFFD like Rust's
+// String::from_utf8_lossy.
+//
+// Everything else (normalizers, other models or pre-tokenizers, lstrip/rstrip/single_word
+// added tokens, truncation, padding, template post-processors, added-token ids other than
+// those `tokenizers` assigns when it loads the file) is refused at load time with a
+// tessera::Error naming the file and the key, rather than tokenized differently from HF.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera {
+
+class Tokenizer {
+ public:
+  // Parses tokenizer.json text; `source` names it in error messages (usually its path).
+  // Throws tessera::Error with a one-line message for malformed or unsupported content.
+  static Tokenizer FromJson(std::string_view json, std::string_view source);
+  static Tokenizer FromFile(const std::string& path);
+  // `dir`/tokenizer.json.
+  static Tokenizer FromModelDir(const std::string& dir);
+  // A model directory or a tokenizer.json path.
+  static Tokenizer FromPath(const std::string& dir_or_file);
+  // The o200k_harmony tokenizer of gpt-oss compiled into the binary, parsed on first use.
+  static const Tokenizer& BuiltIn();
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // Token ids of `text` (UTF-8), added/special tokens inside the text recognised as HF does by
+  // default. Throws tessera::Error if `text` is not well-formed UTF-8 (HF takes Python str,
+  // which cannot hold such bytes). Thread-safe.
+  std::vector<int32_t> Encode(std::string_view text) const;
+  // As Encode, but tokens marked "special" are left as text (HF: encode_special_tokens=True).
+  std::vector<int32_t> EncodeOrdinary(std::string_view text) const;
+  // Appends instead of returning; `out` keeps its earlier contents.
+  void Encode(std::string_view text, std::vector<int32_t>& out) const;
+
+  // The text of `ids`, ill-formed UTF-8 replaced by U+FFFD. Throws tessera::Error for an id
+  // with no token (HF silently skips those).
+  std::string Decode(std::span<const int32_t> ids) const;
+  // The bytes one token decodes to (possibly a fragment of a UTF-8 sequence). Throws for an
+  // id with no token.
+  std::string_view TokenBytes(int32_t id) const;
+
+  // The id of a token as tokenizer.json spells it: an added token's content ("<|start|>") or a
+  // vocabulary entry in byte-level characters ("Ġuser" for " user"), like HF token_to_id.
+  std::optional<int32_t> TokenId(std::string_view token) const;
+  // As TokenId, but throws tessera::Error naming the tokenizer when the token is absent.
+  int32_t RequireTokenId(std::string_view token) const;
+
+  // One past the largest id; ids below it may still be unassigned (see Contains). 200019 for
+  // o200k_harmony, whereas gpt-oss has 201088 embedding rows: ids 200019..201087 have no
+  // token (Decode throws), so samplers should mask them.
+  int32_t vocab_size() const;
+  bool Contains(int32_t id) const;
+  // True for added tokens marked "special" (HF skip_special_tokens would drop them).
+  bool IsSpecial(int32_t id) const;
+  // The file (or "<built-in o200k_harmony>") this tokenizer was loaded from.
+  const std::string& source() const;
+
+  struct Impl;  // defined in tokenizer.cpp (public only for the loader there)
+
+ private:
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Turns a stream of token ids into text pieces for streaming output. Every piece is valid
+// UTF-8: bytes of a character split across tokens are held back until it is complete, and
+// ill-formed bytes become U+FFFD as soon as they are known to be ill-formed. The concatenation
+// of all pieces (including Flush) equals tokenizer.Decode(all ids).
+class IncrementalDecoder {
+ public:
+  explicit IncrementalDecoder(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+
+  // The text completed by `id` (possibly empty). Throws tessera::Error for an unknown id,
+  // leaving the decoder unchanged.
+  std::string Add(int32_t id);
+  // Text for what is still held back (U+FFFD for an unfinished sequence); the decoder is then
+  // empty again.
+  std::string Flush();
+  // Bytes held back waiting for the rest of a character (0 to 3).
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  const Tokenizer* tokenizer_;
+  std::string pending_;  // a well-formed but incomplete UTF-8 prefix
+};
+
+}  // namespace tessera

@@ -1,5 +1,103 @@
-// TEMPORARY during parallel development: replaced by the real command.
+// `tessera synth`: write a synthetic gpt-oss model directory (see model/synth.h).
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
 #include "cli/commands.h"
+#include "model/synth.h"
+
 namespace tessera::cli {
-void RegisterSynth(CLI::App&) {}
+
+namespace {
+
+struct SynthArgs {
+  std::string preset;
+  std::string out;
+  uint64_t seed = 0;
+  uint64_t max_shard_bytes = kGptOssMaxShardBytes;
+  bool force = false;
+};
+
+// "26.44 M", "20.91 B"; "52.0 MB", "13.76 GB".
+std::string Scaled(double value, const char* small_unit, const char* large_unit, int small_digits) {
+  char buf[32];
+  if (value >= 1e9) std::snprintf(buf, sizeof(buf), "%.2f %s", value / 1e9, large_unit);
+  else std::snprintf(buf, sizeof(buf), "%.*f %s", small_digits, value / 1e6, small_unit);
+  return buf;
+}
+
+void RunSynth(const SynthArgs& args) {
+  SynthOptions options;
+  options.config_json = SynthPresetConfigJson(args.preset);
+  options.seed = args.seed;
+  options.max_shard_bytes = args.max_shard_bytes;
+  options.overwrite = args.force;
+  if (isatty(STDERR_FILENO)) {
+    // One progress line rewritten in place, at most once per percent.
+    options.progress = [last = -1](uint64_t done, uint64_t total) mutable {
+      const int percent = total == 0 ? 100 : static_cast<int>(done * 100 / total);
+      if (percent == last) return;
+      last = percent;
+      std::fprintf(stderr, "\rsynth: %3d%% (%.2f / %.2f GB)", percent, done / 1e9, total / 1e9);
+      if (done == total) std::fprintf(stderr, "\n");
+    };
+  }
+  std::printf("synth: preset %s, seed %llu -> %s\n", args.preset.c_str(),
+              static_cast<unsigned long long>(args.seed), args.out.c_str());
+  std::fflush(stdout);
+  const SynthResult r = WriteSyntheticModel(args.out, options);
+  std::string files;
+  for (const std::string& f : r.weight_files) files += (files.empty() ? "" : ", ") + f;
+  std::printf("wrote %zu tensors (%s parameters, %s) in %zu file%s: %s\n", r.num_tensors,
+              Scaled(r.parameters, "M", "B", 2).c_str(), Scaled(r.tensor_bytes, "MB", "GB", 1).c_str(),
+              r.weight_files.size(), r.weight_files.size() == 1 ? "" : "s", files.c_str());
+  std::printf("plus config.json, generation_config.json, tokenizer.json, tokenizer_config.json, "
+              "special_tokens_map.json\n");
+  std::printf("time: %.1f s (%.0f MB/s)\n", r.seconds, r.seconds > 0 ? r.tensor_bytes / 1e6 / r.seconds : 0.0);
+}
+
+// At most 19 digits, nothing else: CLI11 would wrap "-5" around to a huge unsigned value and
+// saturate values beyond 2^64 silently.
+CLI::Validator UnsignedInteger(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](std::string& value) -> std::string {
+        const bool digits = !value.empty() && value.size() <= 19 &&
+                            value.find_first_not_of("0123456789") == std::string::npos;
+        const bool zero = value.find_first_not_of("0") == std::string::npos;
+        if (!digits || (zero && !allow_zero)) {
+          return allow_zero ? "must be an unsigned integer of at most 19 digits"
+                            : "must be a positive integer of at most 19 digits";
+        }
+        return "";
+      },
+      allow_zero ? "UINT" : "POSITIVE");
+}
+
+}  // namespace
+
+void RegisterSynth(CLI::App& app) {
+  auto args = std::make_shared<SynthArgs>();
+  auto* cmd = app.add_subcommand(
+      "synth", "write a gpt-oss model directory (Hugging Face layout) with deterministic random weights");
+  cmd->add_option("--preset", args->preset,
+                  "model size: tiny (~52 MB, for tests and demos), gpt-oss-20b (13.8 GB), "
+                  "gpt-oss-120b (65.2 GB); the large presets have the real configs and tensor layout")
+      ->required()
+      ->check(CLI::IsMember(SynthPresetNames()));
+  cmd->add_option("-o,--out", args->out, "output directory (created; must be empty unless --force)")
+      ->required();
+  cmd->add_option("--seed", args->seed, "random seed; the same seed gives byte-identical files")
+      ->capture_default_str()
+      ->check(UnsignedInteger(/*allow_zero=*/true));
+  cmd->add_option("--max-shard-bytes", args->max_shard_bytes,
+                  "start a new model-NNNNN-of-NNNNN.safetensors shard before exceeding this size "
+                  "(the default reproduces the real checkpoints' shards)")
+      ->capture_default_str()
+      ->check(UnsignedInteger(/*allow_zero=*/false));
+  cmd->add_flag("-f,--force", args->force, "replace the model files of a non-empty output directory");
+  cmd->callback([args] { RunSynth(*args); });
+}
+
 }  // namespace tessera::cli

@@ -1,0 +1,381 @@
+#include "model/synth.h"
+
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/thread_pool.h"
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "kernels/mxfp4.h"
+#include "tokenizer/embedded_assets.h"
+
+namespace tessera {
+
+// ---- presets ----------------------------------------------------------------------------------
+
+const std::vector<std::string>& SynthPresetNames() {
+  static const std::vector<std::string> names = {"tiny", "gpt-oss-20b", "gpt-oss-120b"};
+  return names;
+}
+
+namespace {
+
+// The Hub config.json of gpt-oss (gpt-oss.md §1.1) with the dimensions that differ between
+// presets as parameters. Every key of the real file is present; nlohmann::json keeps keys sorted,
+// as HF's to_json_file does.
+nlohmann::json GptOssConfig(int64_t layers, int64_t experts) {
+  nlohmann::json layer_types = nlohmann::json::array();
+  for (int64_t i = 0; i < layers; ++i) {
+    layer_types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");  // even = sliding
+  }
+  return nlohmann::json{
+      {"architectures", {"GptOssForCausalLM"}},
+      {"attention_bias", true},
+      {"attention_dropout", 0.0},
+      {"eos_token_id", 200002},
+      {"experts_per_token", 4},
+      {"head_dim", 64},
+      {"hidden_act", "silu"},
+      {"hidden_size", 2880},
+      {"initial_context_length", 4096},
+      {"initializer_range", 0.02},
+      {"intermediate_size", 2880},
+      {"layer_types", layer_types},
+      {"max_position_embeddings", 131072},
+      {"model_type", "gpt_oss"},
+      {"num_attention_heads", 64},
+      {"num_experts_per_tok", 4},
+      {"num_hidden_layers", layers},
+      {"num_key_value_heads", 8},
+      {"num_local_experts", experts},
+      {"output_router_logits", false},
+      {"pad_token_id", 199999},
+      {"quantization_config",
+       {{"modules_to_not_convert",
+         {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}},
+        {"quant_method", "mxfp4"}}},
+      {"rms_norm_eps", 1e-05},
+      {"rope_scaling",
+       {{"beta_fast", 32.0},
+        {"beta_slow", 1.0},
+        {"factor", 32.0},
+        {"original_max_position_embeddings", 4096},
+        {"rope_type", "yarn"},
+        {"truncate", false}}},
+      {"rope_theta", 150000},
+      {"router_aux_loss_coef", 0.9},
+      {"sliding_window", 128},
+      {"swiglu_limit", 7.0},
+      {"tie_word_embeddings", false},
+      {"transformers_version", "4.55.0.dev0"},
+      {"use_cache", true},
+      {"vocab_size", 201088},
+  };
+}
+
+}  // namespace
+
+nlohmann::json SynthPresetConfigJson(std::string_view preset) {
+  if (preset == "gpt-oss-20b") return GptOssConfig(24, 32);
+  if (preset == "gpt-oss-120b") return GptOssConfig(36, 128);
+  if (preset == "tiny") {
+    // Small enough for tests and the demo, yet every structural feature of the real model:
+    // head_dim (32) != hidden / heads (16), GQA (2 query heads per KV head), alternating
+    // sliding/full layers with a window tests can exceed, top-4 of 8 experts, a down_proj with an
+    // odd number of MXFP4 blocks per row (96 / 32 = 3), the real vocabulary.
+    nlohmann::json config = GptOssConfig(4, 8);
+    config["hidden_size"] = 64;
+    config["intermediate_size"] = 96;
+    config["num_attention_heads"] = 4;
+    config["num_key_value_heads"] = 2;
+    config["head_dim"] = 32;
+    config["sliding_window"] = 16;
+    return config;
+  }
+  std::string known;
+  for (const std::string& name : SynthPresetNames()) known += (known.empty() ? "" : ", ") + name;
+  Fail("unknown preset '", preset, "' (known: ", known, ")");
+}
+
+nlohmann::json GptOssGenerationConfigJson() {
+  return nlohmann::json{
+      {"bos_token_id", 199998},
+      {"do_sample", true},
+      {"eos_token_id", {200002, 199999, 200012}},
+      {"pad_token_id", 199999},
+      {"transformers_version", "4.55.0.dev0"},
+  };
+}
+
+// ---- values -----------------------------------------------------------------------------------
+
+namespace {
+
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+
+// SplitMix64's output function: a bijective 64-bit mixer.
+inline uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t Fnv1a64(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Per-tensor stream key; draw i of the stream is Mix64(key + (i + 1) * kGolden), i.e. the i-th
+// SplitMix64 output from state `key`.
+uint64_t StreamKey(uint64_t seed, std::string_view name) {
+  return Mix64(Mix64(seed + kGolden) ^ Fnv1a64(name));
+}
+
+inline uint64_t Draw(uint64_t key, uint64_t i) { return Mix64(key + (i + 1) * kGolden); }
+
+// Irwin-Hall(4) of 16-bit uniforms, centred and scaled to unit variance.
+inline float StandardDraw(uint64_t bits) {
+  const uint32_t sum = static_cast<uint32_t>(bits & 0xffff) + static_cast<uint32_t>((bits >> 16) & 0xffff) +
+                       static_cast<uint32_t>((bits >> 32) & 0xffff) + static_cast<uint32_t>(bits >> 48);
+  // Each 16-bit uniform has variance (65536^2 - 1) / 12; four of them, (65536^2 - 1) / 3.
+  constexpr float kMean = 2.0f * 65535.0f;
+  const float kInvStd = static_cast<float>(1.0 / std::sqrt((65536.0 * 65536.0 - 1.0) / 3.0));
+  return (static_cast<float>(sum) - kMean) * kInvStd;
+}
+
+// Inputs summed per output: the scale of a weight matrix follows 1/sqrt(fan_in).
+int64_t FanIn(const TensorSpec& spec) {
+  switch (spec.kind) {
+    case TensorKind::kLinearWeight:
+    case TensorKind::kRouterWeight:
+    case TensorKind::kLmHead:
+    case TensorKind::kExpertWeight:  // [E, in, out]
+      return spec.shape.at(1);
+    case TensorKind::kExpertBlocks:  // [E, out, in/32, 16]
+    case TensorKind::kExpertScales:  // [E, out, in/32]
+      return spec.shape.at(2) * kMxfp4BlockSize;
+    default:
+      return 0;
+  }
+}
+
+constexpr float kSmallStd = 0.02f;  // the checkpoint's initializer_range
+
+}  // namespace
+
+SynthInit SynthInitFor(const TensorSpec& spec) {
+  SynthInit init;
+  switch (spec.kind) {
+    case TensorKind::kEmbedding: init.std = kSmallStd; break;
+    case TensorKind::kNorm: init.mean = 1.0f; init.std = kSmallStd; break;
+    case TensorKind::kLinearWeight:
+    case TensorKind::kRouterWeight:
+    case TensorKind::kExpertWeight:
+      init.std = static_cast<float>(1.0 / std::sqrt(static_cast<double>(FanIn(spec))));
+      break;
+    case TensorKind::kLmHead:
+      init.std = static_cast<float>(2.0 / std::sqrt(static_cast<double>(FanIn(spec))));
+      break;
+    case TensorKind::kLinearBias:
+    case TensorKind::kRouterBias:
+    case TensorKind::kExpertBias: init.std = kSmallStd; break;
+    case TensorKind::kAttentionSinks: init.std = 1.0f; break;
+    case TensorKind::kExpertBlocks: break;  // uniform random codes
+    case TensorKind::kExpertScales: {
+      // Decoded value = E2M1 * 2^(e + j), codes uniform (E[E2M1^2] = 68.5 / 8), j uniform in
+      // {-1, 0, 1} (E[4^j] = 1.75): std = sqrt(8.5625 * 1.75) * 2^e. Pick e nearest (in log2) to
+      // the target 1/sqrt(fan_in).
+      const double target = 1.0 / std::sqrt(static_cast<double>(FanIn(spec)));
+      const double e = std::round(std::log2(target / std::sqrt(8.5625 * 1.75)));
+      const double byte = std::clamp(kE8M0Bias + e, 1.0, 253.0);  // keeps c +- 1 in 0..254
+      init.scale_center = static_cast<uint8_t>(byte);
+      break;
+    }
+  }
+  return init;
+}
+
+void FillSyntheticTensor(const TensorSpec& spec, uint64_t seed, uint8_t* dst, size_t nbytes) {
+  TESSERA_CHECK(nbytes == spec.nbytes());
+  const uint64_t key = StreamKey(seed, spec.name);
+  const SynthInit init = SynthInitFor(spec);
+  ThreadPool& pool = GlobalPool();
+  constexpr size_t kGrain = size_t{1} << 16;
+  if (spec.kind == TensorKind::kExpertBlocks) {
+    // Eight random bytes per draw; draw w covers bytes [8w, 8w + 8).
+    const size_t words = (nbytes + 7) / 8;
+    pool.ParallelFor(words, kGrain, [&](size_t begin, size_t end) {
+      for (size_t w = begin; w < end; ++w) {
+        const uint64_t bits = Draw(key, w);
+        std::memcpy(dst + 8 * w, &bits, std::min<size_t>(8, nbytes - 8 * w));
+      }
+    });
+    return;
+  }
+  if (spec.kind == TensorKind::kExpertScales) {
+    pool.ParallelFor(nbytes, kGrain, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        dst[i] = static_cast<uint8_t>(init.scale_center - 1 + static_cast<int>(Draw(key, i) % 3));
+      }
+    });
+    return;
+  }
+  const size_t elem = DTypeSize(spec.dtype);
+  TESSERA_CHECK(spec.dtype == DType::kBF16 || spec.dtype == DType::kF16 || spec.dtype == DType::kF32);
+  pool.ParallelFor(nbytes / elem, kGrain, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      const float v = init.mean + init.std * StandardDraw(Draw(key, i));
+      // Unaligned stores: a tensor may start at any byte offset of its shard.
+      if (spec.dtype == DType::kBF16) {
+        const uint16_t h = F32ToBf16(v);
+        std::memcpy(dst + 2 * i, &h, 2);
+      } else if (spec.dtype == DType::kF16) {
+        const uint16_t h = F32ToF16(v);
+        std::memcpy(dst + 2 * i, &h, 2);
+      } else {
+        std::memcpy(dst + 4 * i, &v, 4);
+      }
+    }
+  });
+}
+
+// ---- writing ----------------------------------------------------------------------------------
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Files a model directory written by synth may hold; --force replaces exactly these.
+bool IsModelFile(const std::string& name) {
+  if (name == "config.json" || name == "generation_config.json" || name == "tokenizer.json" ||
+      name == "tokenizer_config.json" || name == "special_tokens_map.json" ||
+      name == "model.safetensors" || name == "model.safetensors.index.json") {
+    return true;
+  }
+  // model-00000-of-00002.safetensors
+  return name.size() > 12 && name.rfind("model-", 0) == 0 &&
+         name.compare(name.size() - 12, 12, ".safetensors") == 0;
+}
+
+// What replacing a directory's model files involves; nothing is changed until Apply().
+struct DirectoryPlan {
+  bool exists = false;
+  std::vector<fs::path> stale;  // model files to remove first (only with overwrite)
+  uint64_t stale_bytes = 0;     // space they free
+};
+
+DirectoryPlan PlanDirectory(const std::string& dir, bool overwrite) {
+  DirectoryPlan plan;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return plan;
+  plan.exists = true;
+  if (!fs::is_directory(dir, ec)) Fail(dir, ": exists and is not a directory");
+  bool empty = true;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    empty = false;
+    if (entry.is_regular_file() && IsModelFile(entry.path().filename().string())) {
+      plan.stale.push_back(entry.path());
+      plan.stale_bytes += entry.file_size(ec);
+    }
+  }
+  if (ec) Fail(dir, ": cannot list directory: ", ec.message());
+  if (!empty && !overwrite) Fail(dir, ": directory is not empty (use --force to replace its model files)");
+  return plan;
+}
+
+void ApplyPlan(const std::string& dir, const DirectoryPlan& plan) {
+  std::error_code ec;
+  for (const fs::path& p : plan.stale) {
+    if (!fs::remove(p, ec) || ec) Fail(p.string(), ": cannot remove: ", ec.message());
+  }
+  if (!plan.exists) {
+    fs::create_directories(dir, ec);
+    if (ec) Fail(dir, ": cannot create directory: ", ec.message());
+  }
+}
+
+std::string FormatGB(uint64_t bytes) { return StrCat(std::round(bytes / 1e7) / 100.0, " GB"); }
+
+// Checks the file system that will hold `dir` (its nearest existing ancestor when it does not
+// exist yet); `reclaimable` bytes will be freed before writing.
+void RequireDiskSpace(const std::string& dir, uint64_t needed, uint64_t reclaimable) {
+  fs::path probe = fs::absolute(dir);
+  std::error_code ec;
+  while (!fs::exists(probe, ec) && probe.has_parent_path() && probe != probe.parent_path()) {
+    probe = probe.parent_path();
+  }
+  struct statvfs st;
+  if (statvfs(probe.c_str(), &st) != 0) Fail(dir, ": cannot query free disk space: ", std::strerror(errno));
+  const uint64_t available = static_cast<uint64_t>(st.f_bavail) * st.f_frsize + reclaimable;
+  if (available < needed) {
+    Fail(dir, ": not enough disk space: the model needs ", FormatGB(needed), ", ", FormatGB(available),
+         " available");
+  }
+}
+
+void WriteJson(const std::string& path, const nlohmann::json& json) { WriteFile(path, json.dump(2) + "\n"); }
+
+}  // namespace
+
+SynthResult WriteSyntheticModel(const std::string& dir, const SynthOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string config_source = dir + "/config.json";
+  const ModelConfig config = ParseModelConfig(options.config_json.dump(), config_source);
+  ValidateModelConfig(config, config_source);
+  const std::vector<TensorSpec> specs = GptOssCheckpointOrder(GptOssTensorSpecs(config, config_source));
+  if (options.max_shard_bytes == 0) Fail(dir, ": the maximum shard size must be positive");
+
+  SynthResult result;
+  result.num_tensors = specs.size();
+  for (const TensorSpec& s : specs) {
+    result.tensor_bytes += s.nbytes();
+    result.parameters += s.parameters();
+  }
+  const std::string& tokenizer_json = EmbeddedTokenizerJson();
+  const std::string_view tokenizer_config = EmbeddedTokenizerConfigJson();
+
+  // Headers, the index and the small JSON files are far below this margin.
+  constexpr uint64_t kMarginBytes = uint64_t{64} << 20;
+  const DirectoryPlan plan = PlanDirectory(dir, options.overwrite);
+  RequireDiskSpace(dir, result.tensor_bytes + tokenizer_json.size() + kMarginBytes, plan.stale_bytes);
+  ApplyPlan(dir, plan);
+
+  std::atomic<uint64_t> done{0};
+  std::vector<TensorToWrite> tensors;
+  tensors.reserve(specs.size());
+  for (const TensorSpec& spec : specs) {
+    tensors.push_back(TensorToWrite{spec.name, spec.dtype, spec.shape,
+                                    [&, spec](uint8_t* dst, size_t nbytes) {
+                                      FillSyntheticTensor(spec, options.seed, dst, nbytes);
+                                      const uint64_t now = done += nbytes;
+                                      if (options.progress) options.progress(now, result.tensor_bytes);
+                                    }});
+  }
+  for (std::string& name : WriteShardedSafetensors(dir, tensors, options.max_shard_bytes)) {
+    if (name != "model.safetensors.index.json") result.weight_files.push_back(std::move(name));
+  }
+
+  WriteJson(dir + "/generation_config.json", GptOssGenerationConfigJson());
+  WriteFile(dir + "/tokenizer.json", tokenizer_json);
+  WriteFile(dir + "/tokenizer_config.json", std::string(tokenizer_config));
+  WriteJson(dir + "/special_tokens_map.json",
+            nlohmann::json{{"bos_token", "<|startoftext|>"}, {"eos_token", "<|return|>"},
+                           {"pad_token", "<|endoftext|>"}});
+  WriteJson(dir + "/config.json", options.config_json);  // last: marks the directory complete
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace tessera

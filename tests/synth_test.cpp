@@ -1,0 +1,377 @@
+// `tessera synth` (model/synth.h): presets equal the real configs, the tiny preset writes a
+// complete directory that loads and validates, values are plausible, output is deterministic for a
+// seed whatever the thread count or sharding, and bad requests fail with one-line errors.
+// The 20b/120b directories are too large for the suite; their tensor lists are checked against
+// the manifests in gpt_oss_weights_test.cpp.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/thread_pool.h"
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "model/gpt_oss_weights.h"
+#include "kernels/mxfp4.h"
+#include "model/synth.h"
+#include "tokenizer/embedded_assets.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "tessera_synth_XXXXXX").string();
+    TESSERA_CHECK(mkdtemp(tmpl.data()) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+SynthResult Synth(const std::string& dir, const std::string& preset, uint64_t seed,
+                  uint64_t max_shard_bytes = kGptOssMaxShardBytes, bool overwrite = false) {
+  SynthOptions options;
+  options.config_json = SynthPresetConfigJson(preset);
+  options.seed = seed;
+  options.max_shard_bytes = max_shard_bytes;
+  options.overwrite = overwrite;
+  return WriteSyntheticModel(dir, options);
+}
+
+std::string DataFile(const std::string& name) { return ReadFile(std::string(TESSERA_TEST_DATA) + "/" + name); }
+
+// Values of a float tensor as doubles.
+std::vector<double> FloatValues(const TensorView& v) {
+  std::vector<double> out(v.numel());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = ElementToF32(v.dtype(), v.data + i * DTypeSize(v.dtype()));
+  return out;
+}
+
+struct Stats {
+  double mean = 0, std = 0;
+  bool finite = true;
+};
+Stats StatsOf(const std::vector<double>& x) {
+  Stats s;
+  double sum = 0, sq = 0;
+  for (double v : x) {
+    s.finite = s.finite && std::isfinite(v);
+    sum += v;
+  }
+  s.mean = sum / x.size();
+  for (double v : x) sq += (v - s.mean) * (v - s.mean);
+  s.std = std::sqrt(sq / x.size());
+  return s;
+}
+
+// One tiny model (seed 0) shared by the read-only tests below.
+class TinyModel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    result_ = new SynthResult(Synth(dir_->sub("tiny"), "tiny", 0));
+  }
+  static void TearDownTestSuite() {
+    delete result_;
+    delete dir_;
+  }
+  static std::string model() { return dir_->sub("tiny"); }
+  static TempDir* dir_;
+  static SynthResult* result_;
+};
+TempDir* TinyModel::dir_ = nullptr;
+SynthResult* TinyModel::result_ = nullptr;
+
+TEST(SynthPresets, RealSizesEqualTheHubConfigFiles) {
+  // tests/data/gpt_oss_20b_config.json is the Hub file (gpt-oss.md §1.1), written by HF with
+  // sorted keys and 2-space indent; the preset reproduces it byte for byte.
+  for (const auto& [preset, file] : {std::pair<std::string, std::string>{"gpt-oss-20b", "gpt_oss_20b_config.json"},
+                                     {"gpt-oss-120b", "gpt_oss_120b_config.json"}}) {
+    const std::string text = DataFile(file);
+    EXPECT_EQ(SynthPresetConfigJson(preset), nlohmann::json::parse(text)) << preset;
+    EXPECT_EQ(SynthPresetConfigJson(preset).dump(2) + "\n", text) << preset;
+  }
+  const std::string generation = DataFile("gpt_oss_generation_config.json");
+  EXPECT_EQ(GptOssGenerationConfigJson().dump(2) + "\n", generation);
+  const GenerationConfig g = ParseGenerationConfig(generation, "generation_config.json");
+  EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{200002, 199999, 200012}));
+  EXPECT_EQ(g.bos_token_id, 199998);
+  EXPECT_EQ(g.pad_token_id, 199999);
+  EXPECT_TRUE(g.do_sample);
+}
+
+TEST(SynthPresets, AllParseAndValidate) {
+  for (const std::string& preset : SynthPresetNames()) {
+    SCOPED_TRACE(preset);
+    const ModelConfig c = ParseModelConfig(SynthPresetConfigJson(preset).dump(), preset);
+    EXPECT_NO_THROW(ValidateModelConfig(c, preset));
+    EXPECT_EQ(c.model_type, "gpt_oss");
+    EXPECT_EQ(c.vocab_size, 201088);  // the real tokenizer works with every preset
+    EXPECT_EQ(c.quantization.quant_method, "mxfp4");
+    ASSERT_TRUE(c.rope_scaling.has_value());
+    EXPECT_EQ(c.rope_scaling->rope_type, "yarn");
+    EXPECT_FALSE(c.rope_scaling->truncate);
+    EXPECT_EQ(c.num_experts_per_tok, 4);
+    EXPECT_EQ(c.hidden_size % 32, 0);
+    EXPECT_EQ(c.intermediate_size % 32, 0);
+    ASSERT_EQ(c.layer_types.size(), static_cast<size_t>(c.num_hidden_layers));
+    for (size_t i = 0; i < c.layer_types.size(); ++i) {
+      EXPECT_EQ(c.layer_types[i], i % 2 == 0 ? LayerType::kSlidingAttention : LayerType::kFullAttention);
+    }
+  }
+  const ModelConfig tiny = ParseModelConfig(SynthPresetConfigJson("tiny").dump(), "tiny");
+  EXPECT_EQ(tiny.num_hidden_layers, 4);
+  EXPECT_EQ(tiny.hidden_size, 64);
+  EXPECT_EQ(tiny.head_dim, 32);
+  EXPECT_NE(tiny.head_dim, tiny.hidden_size / tiny.num_attention_heads);
+  EXPECT_EQ(tiny.sliding_window, 16);
+  EXPECT_EQ(tiny.num_local_experts, 8);
+  // Every key of the real config.json is present in tiny too.
+  const nlohmann::json real = SynthPresetConfigJson("gpt-oss-20b");
+  for (const auto& item : real.items()) EXPECT_TRUE(SynthPresetConfigJson("tiny").contains(item.key())) << item.key();
+}
+
+TEST(SynthPresets, UnknownPresetIsAnError) {
+  try {
+    SynthPresetConfigJson("gpt-oss-7b");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unknown preset 'gpt-oss-7b' (known: tiny, gpt-oss-20b, gpt-oss-120b)");
+  }
+}
+
+TEST(SynthValues, InitScalesFollowFanIn) {
+  const std::vector<TensorSpec> specs =
+      GptOssTensorSpecs(ParseModelConfig(SynthPresetConfigJson("gpt-oss-20b").dump(), "20b"));
+  for (const TensorSpec& s : specs) {
+    const SynthInit init = SynthInitFor(s);
+    switch (s.kind) {
+      case TensorKind::kNorm: EXPECT_EQ(init.mean, 1.0f); break;
+      case TensorKind::kLinearWeight:
+        EXPECT_FLOAT_EQ(init.std, 1.0f / std::sqrt(static_cast<float>(s.shape[1]))) << s.name;
+        break;
+      case TensorKind::kExpertScales:
+        // fan_in 2880: target std 0.0186; 2^(119-127) * sqrt(8.5625 * 1.75) = 0.0151.
+        EXPECT_EQ(init.scale_center, 119) << s.name;
+        break;
+      default: break;
+    }
+  }
+}
+
+TEST(SynthValues, FillIsAPureFunctionOfSeedNameAndIndex) {
+  const TensorSpec spec{"model.layers.0.mlp.experts.down_proj_blocks", DType::kU8, {4, 64, 3, 16},
+                        TensorKind::kExpertBlocks, 0};
+  std::vector<uint8_t> a(spec.nbytes()), b(spec.nbytes()), c(spec.nbytes());
+  FillSyntheticTensor(spec, 5, a.data(), a.size());
+  FillSyntheticTensor(spec, 5, b.data(), b.size());
+  FillSyntheticTensor(spec, 6, c.data(), c.size());
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  // A prefix of a larger tensor of the same name is the smaller tensor: values depend on the
+  // element index, not on how the work was split.
+  TensorSpec big = spec;
+  big.shape = {8, 64, 3, 16};
+  std::vector<uint8_t> d(big.nbytes());
+  FillSyntheticTensor(big, 5, d.data(), d.size());
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), d.begin()));
+  // Codes are uniform: every nibble value appears.
+  std::set<int> nibbles;
+  for (uint8_t byte : a) {
+    nibbles.insert(byte & 15);
+    nibbles.insert(byte >> 4);
+  }
+  EXPECT_EQ(nibbles.size(), 16u);
+}
+
+TEST_F(TinyModel, WritesACompleteDirectoryThatValidates) {
+  EXPECT_EQ(result_->weight_files, std::vector<std::string>{"model.safetensors"});
+  EXPECT_EQ(result_->num_tensors, 3u + 19 * 4);
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                        "special_tokens_map.json", "model.safetensors"}) {
+    EXPECT_TRUE(fs::is_regular_file(model() + "/" + f)) << f;
+  }
+  EXPECT_FALSE(fs::exists(model() + "/model.safetensors.index.json"));
+
+  const ModelConfig config = LoadModelConfig(model());
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(model() + "/config.json")), SynthPresetConfigJson("tiny"));
+  const WeightStore store = WeightStore::Open(model());
+  const std::vector<TensorSpec> specs = GptOssTensorSpecs(config);
+  EXPECT_TRUE(CheckTensors(specs, store).empty());
+  EXPECT_EQ(store.num_tensors(), specs.size());
+  uint64_t bytes = 0;
+  for (const TensorSpec& s : specs) bytes += s.nbytes();
+  EXPECT_EQ(result_->tensor_bytes, bytes);
+
+  const GenerationConfig g = LoadGenerationConfig(model());
+  EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{200002, 199999, 200012}));
+  EXPECT_TRUE(ReadFile(model() + "/tokenizer.json") == EmbeddedTokenizerJson());
+  EXPECT_EQ(ReadFile(model() + "/tokenizer_config.json"), std::string(EmbeddedTokenizerConfigJson()));
+  const nlohmann::json special = nlohmann::json::parse(ReadFile(model() + "/special_tokens_map.json"));
+  EXPECT_EQ(special.at("eos_token"), "<|return|>");
+}
+
+TEST_F(TinyModel, ValuesArePlausible) {
+  const WeightStore store = WeightStore::Open(model());
+  const std::vector<TensorSpec> specs = GptOssTensorSpecs(LoadModelConfig(model()));
+  for (const TensorSpec& spec : specs) {
+    SCOPED_TRACE(spec.name);
+    const TensorView v = store.Get(spec.name);
+    if (spec.kind == TensorKind::kExpertScales) {
+      // fan_in 64 or 96: centre byte 122, bytes 121..123.
+      for (uint64_t i = 0; i < v.nbytes(); ++i) ASSERT_TRUE(v.data[i] >= 121 && v.data[i] <= 123) << i;
+      continue;
+    }
+    if (spec.kind == TensorKind::kExpertBlocks) {
+      // Decode every expert row; the std must be 1/sqrt(fan_in) within a factor 1.5.
+      const std::string scales_name = spec.name.substr(0, spec.name.size() - 6) + "scales";
+      const TensorView s = store.Get(scales_name);
+      const int64_t in = spec.shape[2] * kMxfp4BlockSize;
+      const int64_t rows = spec.shape[0] * spec.shape[1];
+      std::vector<double> values;
+      std::vector<float> row(in);
+      for (int64_t r = 0; r < rows; ++r) {
+        DecodeMxfp4Row(v.data + r * in / 2, s.data + r * in / kMxfp4BlockSize, in, row.data());
+        values.insert(values.end(), row.begin(), row.end());
+      }
+      const Stats st = StatsOf(values);
+      const double target = 1.0 / std::sqrt(static_cast<double>(in));
+      EXPECT_TRUE(st.finite);
+      EXPECT_NEAR(st.mean, 0.0, 0.1 * target);
+      EXPECT_GT(st.std, target / 1.5);
+      EXPECT_LT(st.std, target * 1.5);
+      continue;
+    }
+    const Stats st = StatsOf(FloatValues(v));
+    const SynthInit init = SynthInitFor(spec);
+    EXPECT_TRUE(st.finite);
+    // Small tensors (sinks: 4 values) only get a loose check.
+    const double tol = v.numel() >= 1000 ? 0.1 : 1.5;
+    EXPECT_NEAR(st.mean, init.mean, tol * init.std + 1e-3);
+    EXPECT_NEAR(st.std, init.std, tol * init.std);
+  }
+  EXPECT_NEAR(StatsOf(FloatValues(store.Get("model.norm.weight"))).mean, 1.0, 0.01);
+  EXPECT_NEAR(StatsOf(FloatValues(store.Get("model.embed_tokens.weight"))).std, 0.02, 0.001);
+  EXPECT_NEAR(StatsOf(FloatValues(store.Get("model.layers.0.self_attn.q_proj.weight"))).std, 0.125, 0.01);
+}
+
+TEST_F(TinyModel, SameSeedSameBytesAnyThreadCountOtherSeedDiffers) {
+  TempDir tmp;
+  SetGlobalThreadCount(1);
+  Synth(tmp.sub("again"), "tiny", 0);
+  SetGlobalThreadCount(DefaultThreadCount());
+  EXPECT_TRUE(ReadFile(model() + "/model.safetensors") == ReadFile(tmp.sub("again") + "/model.safetensors"));
+
+  Synth(tmp.sub("seed1"), "tiny", 1);
+  const WeightStore a = WeightStore::Open(model());
+  const WeightStore b = WeightStore::Open(tmp.sub("seed1"));
+  for (const std::string& name : a.names()) {
+    const TensorView x = a.Get(name), y = b.Get(name);
+    ASSERT_EQ(x.nbytes(), y.nbytes());
+    EXPECT_NE(std::memcmp(x.data, y.data, x.nbytes()), 0) << name;
+  }
+}
+
+TEST_F(TinyModel, ShardedWriteHoldsTheSameTensorsAndReplacesStaleFiles) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("sharded");
+  fs::create_directories(dir);
+  WriteFile(dir + "/model-00000-of-00009.safetensors", std::string("stale"));
+  WriteFile(dir + "/notes.txt", std::string("kept"));
+  try {
+    Synth(dir, "tiny", 0, 20'000'000);
+    ADD_FAILURE() << "a non-empty directory needs overwrite";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), dir + ": directory is not empty (use --force to replace its model files)");
+  }
+
+  // ~52 MB of tensors; the two 25.7 MB embedding matrices each need a shard of their own.
+  const SynthResult r = Synth(dir, "tiny", 0, 20'000'000, /*overwrite=*/true);
+  ASSERT_GE(r.weight_files.size(), 3u);
+  for (size_t i = 0; i < r.weight_files.size(); ++i) {
+    char expected[64];
+    std::snprintf(expected, sizeof(expected), "model-%05zu-of-%05zu.safetensors", i, r.weight_files.size() - 1);
+    EXPECT_EQ(r.weight_files[i], expected);
+  }
+  EXPECT_FALSE(fs::exists(dir + "/model-00000-of-00009.safetensors"));
+  EXPECT_EQ(ReadFile(dir + "/notes.txt"), "kept");
+
+  // Greedy packing in checkpoint order, as the real checkpoints were written.
+  const nlohmann::json index = nlohmann::json::parse(ReadFile(dir + "/model.safetensors.index.json"));
+  const std::vector<TensorSpec> specs = GptOssCheckpointOrder(GptOssTensorSpecs(LoadModelConfig(dir)));
+  size_t shard = 0;
+  uint64_t size = 0;
+  for (const TensorSpec& s : specs) {
+    if (size > 0 && size + s.nbytes() > 20'000'000) {
+      ++shard;
+      size = 0;
+    }
+    size += s.nbytes();
+    EXPECT_EQ(index.at("weight_map").at(s.name), r.weight_files[shard]) << s.name;
+  }
+  EXPECT_EQ(index.at("metadata").at("total_size"), r.tensor_bytes);
+
+  const WeightStore sharded = WeightStore::Open(dir);
+  const WeightStore single = WeightStore::Open(model());
+  EXPECT_TRUE(CheckTensors(specs, sharded).empty());
+  for (const std::string& name : single.names()) {
+    const TensorView x = single.Get(name), y = sharded.Get(name);
+    ASSERT_EQ(x.nbytes(), y.nbytes());
+    EXPECT_EQ(std::memcmp(x.data, y.data, x.nbytes()), 0) << name;
+  }
+}
+
+TEST(SynthErrors, OneLineErrorsBeforeWritingAnything) {
+  TempDir tmp;
+  // Far more than any disk: vocab 2^31 x hidden 32768 x 2 bytes x 2 matrices = 256 TiB.
+  SynthOptions options;
+  options.config_json = SynthPresetConfigJson("tiny");
+  options.config_json["vocab_size"] = int64_t{1} << 31;
+  options.config_json["hidden_size"] = 32768;
+  const std::string dir = tmp.sub("huge");
+  try {
+    WriteSyntheticModel(dir, options);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(dir + ": not enough disk space: the model needs ", 0), 0u) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(dir));  // checked before anything is created
+
+  WriteFile(tmp.sub("file"), std::string("x"));
+  options.config_json = SynthPresetConfigJson("tiny");
+  EXPECT_THROW(WriteSyntheticModel(tmp.sub("file"), options), Error);
+  options.max_shard_bytes = 0;
+  EXPECT_THROW(WriteSyntheticModel(tmp.sub("zero"), options), Error);
+  options.max_shard_bytes = kGptOssMaxShardBytes;
+  options.config_json["intermediate_size"] = 100;  // not a multiple of the MXFP4 block
+  EXPECT_THROW(WriteSyntheticModel(tmp.sub("bad"), options), Error);
+  EXPECT_FALSE(fs::exists(tmp.sub("bad")));
+}
+
+}  // namespace
+}  // namespace tessera

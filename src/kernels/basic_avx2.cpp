@@ -3,6 +3,7 @@
 
 #include "core/dtype.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul_fill.h"
 
 namespace tessera {
 namespace {
@@ -42,6 +43,7 @@ void FillAvx2Kernels(KernelTable& t) {
   t.convert_bf16_f32_isa = "avx2";
   t.dot_bf16_f32 = DotBf16F32;
   t.dot_bf16_f32_isa = "avx2";
+  FillAvx2Matmul(t);  // matmul_avx2.cpp
 }
 
 }  // namespace tessera

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
+#include "kernels/matmul_fill.h"
 
 namespace tessera {
 namespace {
@@ -44,6 +45,7 @@ void FillAvx512Kernels(KernelTable& t) {
   t.convert_bf16_f32_isa = "avx512";
   t.dot_bf16_f32 = DotBf16F32;
   t.dot_bf16_f32_isa = "avx512";
+  FillAvx512Matmul(t);  // matmul_avx512.cpp
 }
 
 }  // namespace tessera

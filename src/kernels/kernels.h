@@ -19,11 +19,31 @@ struct KernelTable {
   // Per-entry name of the implementation actually used ("avx512", "scalar", ...).
   const char* convert_bf16_f32_isa;
   const char* dot_bf16_f32_isa;
+  const char* matmul_bf16_isa;
+  const char* matmul_mxfp4_isa;
 
   // dst[i] = float(src[i]) for i < n. Exact.
   void (*convert_bf16_f32)(const uint16_t* src, float* dst, size_t n);
   // sum_i float(w[i]) * x[i]; fp32 accumulation, order unspecified.
   float (*dot_bf16_f32)(const uint16_t* w, const float* x, size_t n);
+
+  // Matmuls against a weight matrix W[n, k] stored row-major in the checkpoint's layout
+  // (y = x W^T, as torch.nn.Linear), computing only the output columns [n_begin, n_end) so that
+  // callers can split the columns across threads:
+  //   x: [m, k] f32, row stride k;  y: [m, ldy] f32, y[i, j] for j in [n_begin, n_end);
+  //   bias: [n] f32 or nullptr.
+  // Products and sums in f32 (summation order unspecified). Every weight byte is read once per
+  // call however large m is, so decode (m = 1) streams the matrix once.
+  //
+  // W in BF16: w[j * k + c].
+  void (*matmul_bf16)(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_begin,
+                      size_t n_end, const float* bias, float* y, size_t ldy);
+  // W in MXFP4 (gpt-oss checkpoint layout, kernels/mxfp4.h): codes [n, k/32, 16] u8 (low nibble =
+  // even element), scales [n, k/32] u8 E8M0. k % 32 == 0. Decoding is exact, so the result
+  // equals matmul over the decoded f32 weights up to summation order.
+  void (*matmul_mxfp4)(const float* x, size_t m, size_t k, const uint8_t* codes,
+                       const uint8_t* scales, size_t n_begin, size_t n_end, const float* bias,
+                       float* y, size_t ldy);
 };
 
 // The table for `isa` (which must satisfy IsaSupported(isa)).

@@ -1,0 +1,75 @@
+// Key/value cache for one sequence.
+//
+// Per layer, keys and values (after RoPE) of every cached position, [slot][kv_head][head_dim],
+// in the cache's element type (BF16 by default, F32 for the exact path). Full-attention layers
+// hold every position up to the context size (slot = position). Sliding-window layers hold only
+// a ring of `window + rollback` slots (slot = position % capacity): the window the next token can
+// see, plus room to roll back up to `rollback` positions without losing keys still in view.
+//
+// Positions are explicit: the cache holds positions [0, length()). Truncate(n) drops the
+// positions >= n (for verifying several tokens at once and rolling back); appending continues at
+// position length().
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "io/config.h"
+
+namespace tessera {
+
+enum class KvType { kBF16, kF32 };
+const char* KvTypeName(KvType type);
+KvType ParseKvType(const std::string& name);  // "bf16" | "f32"; throws tessera::Error otherwise
+
+class KvCache {
+ public:
+  // `context` is the largest number of positions the sequence may reach.
+  KvCache(const ModelConfig& config, int64_t context, KvType type, int64_t rollback = 64);
+
+  KvType type() const { return type_; }
+  int64_t context() const { return context_; }
+  int64_t length() const { return length_; }
+  int64_t rollback() const { return rollback_; }
+  size_t bytes() const;
+
+  // Drops positions >= n. Throws tessera::Error if n > length() or if a sliding layer's ring no
+  // longer holds the keys position n - 1 needs (rolling back more than rollback() positions).
+  void Truncate(int64_t n);
+
+  // Storage access for the attention code. Element size is 2 (BF16) or 4 (F32).
+  bool sliding(int layer) const { return layers_[layer].sliding; }
+  int64_t capacity(int layer) const { return layers_[layer].capacity; }
+  // Pointer to the K (or V) row of `position` in `layer`: kv_heads * head_dim elements.
+  uint8_t* KeyRow(int layer, int64_t position);
+  uint8_t* ValueRow(int layer, int64_t position);
+  // Marks positions [length(), new_length) as written; the caller filled their rows.
+  void Extend(int64_t new_length) {
+    length_ = new_length;
+    if (new_length - 1 > max_written_) max_written_ = new_length - 1;
+  }
+  // Oldest position whose K/V row is still stored in `layer` (0 for full layers).
+  int64_t OldestStored(int layer) const;
+
+ private:
+  struct Layer {
+    bool sliding = false;
+    int64_t window = 0;
+    int64_t capacity = 0;
+    std::vector<uint8_t> keys, values;
+  };
+  size_t RowBytes() const { return row_elems_ * elem_size_; }
+
+  KvType type_;
+  int64_t context_;
+  int64_t rollback_;
+  int64_t length_ = 0;
+  // Highest position ever written. A ring slot holds the latest position written to it, so
+  // position q is intact iff q > max_written_ - capacity (truncation does not restore rows).
+  int64_t max_written_ = -1;
+  size_t row_elems_;
+  size_t elem_size_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace tessera

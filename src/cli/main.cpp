@@ -30,6 +30,9 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterTokenize(app);
   tessera::cli::RegisterInspect(app);
   tessera::cli::RegisterSynth(app);
+  tessera::cli::RegisterLogits(app);
+  tessera::cli::RegisterGenerate(app);
+  tessera::cli::RegisterBench(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,164 @@
+// `tessera bench`: llama-bench-style throughput of prompt processing (pp<N>: one prefill of N
+// tokens into an empty cache) and generation (tg<N>: N single-token decode steps from an empty
+// cache). Each test runs -r times after one untimed warm-up; the table shows mean ± standard
+// deviation of tokens per second, in llama-bench's table shape (ecosystem.md §3).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/gpt_oss_model.h"
+
+namespace tessera::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  int prompt = 512;
+  int gen = 128;
+  int reps = 3;
+  std::string kv_type = "bf16";
+  bool json = false;
+};
+
+// llama.cpp's label for the published checkpoints ("gpt-oss 20B MXFP4 MoE"); other shapes get
+// their parameter count.
+std::string ModelLabel(const GptOssModel& m) {
+  const ModelConfig& c = m.config();
+  std::string size;
+  if (c.num_hidden_layers == 24 && c.num_local_experts == 32 && c.hidden_size == 2880) {
+    size = "20B";
+  } else if (c.num_hidden_layers == 36 && c.num_local_experts == 128 && c.hidden_size == 2880) {
+    size = "120B";
+  } else {
+    char buf[32];
+    const double p = static_cast<double>(m.parameters());
+    std::snprintf(buf, sizeof(buf), p >= 1e9 ? "%.1fB" : "%.0fM", p >= 1e9 ? p / 1e9 : p / 1e6);
+    size = buf;
+  }
+  return "gpt-oss " + size + " MXFP4 MoE";
+}
+
+struct Result {
+  std::string test;
+  int n_prompt = 0, n_gen = 0;
+  std::vector<double> samples;  // tokens per second per repetition
+  double mean() const { return std::accumulate(samples.begin(), samples.end(), 0.0) / samples.size(); }
+  double sd() const {
+    if (samples.size() < 2) return 0.0;
+    const double mu = mean();
+    double ss = 0.0;
+    for (double s : samples) ss += (s - mu) * (s - mu);
+    return std::sqrt(ss / (samples.size() - 1));
+  }
+};
+
+double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void RunBench(const BenchArgs& a) {
+  if (a.prompt < 0 || a.gen < 0 || a.reps < 1) Fail("bench: -p and -n must be >= 0 and -r >= 1");
+  const auto model = GptOssModel::Load(a.model);
+  const KvType kv = ParseKvType(a.kv_type);
+  const int64_t context = std::max(1, std::max(a.prompt, a.gen));
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model->vocab_size()) - 1);
+  std::vector<int32_t> prompt(a.prompt);
+  for (auto& t : prompt) t = token(rng);
+  std::vector<float> logits;
+
+  auto run_pp = [&] {
+    KvCache cache(model->config(), context, kv);
+    const auto t0 = std::chrono::steady_clock::now();
+    model->Forward(prompt, 0, cache, LogitsMode::kLast, logits);
+    return a.prompt / Seconds(t0, std::chrono::steady_clock::now());
+  };
+  auto run_tg = [&] {
+    KvCache cache(model->config(), context, kv);
+    int32_t next[1] = {token(rng)};
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < a.gen; ++i) {
+      model->Forward(next, i, cache, LogitsMode::kLast, logits);
+      next[0] = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+    return a.gen / Seconds(t0, std::chrono::steady_clock::now());
+  };
+
+  std::vector<Result> results;
+  if (a.prompt > 0) {
+    Result r{"pp" + std::to_string(a.prompt), a.prompt, 0, {}};
+    run_pp();  // warm-up: page in the weights, size the buffers
+    for (int i = 0; i < a.reps; ++i) r.samples.push_back(run_pp());
+    results.push_back(r);
+  }
+  if (a.gen > 0) {
+    Result r{"tg" + std::to_string(a.gen), 0, a.gen, {}};
+    {
+      KvCache warm(model->config(), 1, kv);
+      const int32_t one[1] = {0};
+      model->Forward(one, 0, warm, LogitsMode::kLast, logits);
+    }
+    for (int i = 0; i < a.reps; ++i) r.samples.push_back(run_tg());
+    results.push_back(r);
+  }
+
+  const std::string label = ModelLabel(*model);
+  const double bytes = static_cast<double>(model->weight_bytes());
+  const double params = static_cast<double>(model->parameters());
+  const int threads = GlobalPool().num_threads();
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Result& r : results) {
+      out.push_back({{"model", label}, {"model_path", model->path()}, {"size_bytes", model->weight_bytes()},
+                     {"params", model->parameters()}, {"backend", "CPU"}, {"threads", threads},
+                     {"kv_type", a.kv_type}, {"test", r.test}, {"n_prompt", r.n_prompt}, {"n_gen", r.n_gen},
+                     {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"samples_ts", r.samples}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("| %-30s | %10s | %10s | %-10s | %7s | %15s | %20s |\n", "model", "size", "params", "backend",
+              "threads", "test", "t/s");
+  std::printf("| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", std::string(30, '-').c_str(), std::string(9, '-').c_str(),
+              std::string(9, '-').c_str(), std::string(10, '-').c_str(), std::string(6, '-').c_str(),
+              std::string(14, '-').c_str(), std::string(19, '-').c_str());
+  for (const Result& r : results) {
+    char size[32], params_text[32], ts[48];
+    // llama-bench units (GiB, B) for real models; MiB and M keep tiny test models readable.
+    if (bytes >= 1073741824.0) std::snprintf(size, sizeof(size), "%.2f GiB", bytes / 1073741824.0);
+    else std::snprintf(size, sizeof(size), "%.2f MiB", bytes / 1048576.0);
+    if (params >= 1e9) std::snprintf(params_text, sizeof(params_text), "%.2f B", params / 1e9);
+    else std::snprintf(params_text, sizeof(params_text), "%.2f M", params / 1e6);
+    std::snprintf(ts, sizeof(ts), "%.2f ± %.2f", r.mean(), r.sd());
+    std::printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %20s |\n", label.c_str(), size, params_text, "CPU", threads,
+                r.test.c_str(), ts);
+  }
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "llama-bench-style prompt processing / generation throughput");
+  cmd->add_option("-m,--model", args->model, "Hugging Face gpt-oss directory")->required();
+  cmd->add_option("-p,--n-prompt", args->prompt, "prompt tokens for the pp test (0 skips it)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-n,--n-gen", args->gen, "generated tokens for the tg test (0 skips it)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-r,--repetitions", args->reps, "timed repetitions of each test")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: bf16 or f32")
+      ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_flag("--json", args->json, "print a JSON array instead of the table");
+  cmd->callback([args] { RunBench(*args); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,272 @@
+// `tessera generate` and `tessera chat`.
+//
+// generate: by default the prompt becomes a harmony user turn (with the default system message)
+// and the final channel is streamed to stdout as it is generated; --raw feeds the text as is
+// and streams the decoded output. --json prints one object instead:
+//   {"text", "analysis", "raw_text", "tokens", "prompt_tokens", "finish_reason", "seed",
+//    "timings": {"prefill_ms", "decode_ms", "prefill_tok_s", "decode_tok_s"}}
+// chat: an interactive loop over stdin lines; the conversation is kept and re-rendered each
+// turn, and the KV cache reuses the common prefix. "/analysis" toggles showing the chain of
+// thought, "/reset" clears the history, "/exit" (or end of input) quits.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/generator.h"
+#include "engine/harmony.h"
+#include "engine/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera::cli {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string prompt;
+  int64_t n_predict = 256;
+  float temperature = 1.0f;  // gpt-oss model card: temperature 1.0, top_p 1.0
+  int64_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  int64_t seed = -1;
+  int64_t context = 4096;
+  std::string kv_type = "bf16";
+  std::string reasoning = "medium";
+  std::string developer;
+  bool raw = false;
+  bool json = false;
+  bool show_analysis = false;
+};
+
+void AddModelOptions(CLI::App* cmd, RunArgs& a) {
+  cmd->add_option("-m,--model", a.model, "Hugging Face gpt-oss directory")->required();
+  cmd->add_option("-n,--predict", a.n_predict, "most tokens to generate per reply (-1: until a stop token)")
+      ->capture_default_str()->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
+  cmd->add_option("--temp", a.temperature, "sampling temperature (0: greedy)")
+      ->capture_default_str()->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", a.top_k, "keep the k most likely tokens (0: off)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("--top-p", a.top_p, "nucleus sampling mass (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", a.min_p, "drop tokens below min-p times the top probability (0: off)")
+      ->capture_default_str();
+  cmd->add_option("-s,--seed", a.seed, "sampling seed (-1: random; the seed used is reported)")
+      ->capture_default_str();
+  cmd->add_option("-c,--ctx-size", a.context, "context size in tokens (prompt + generated)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  cmd->add_option("--kv-type", a.kv_type, "KV cache element type: bf16 or f32 (exact)")
+      ->capture_default_str()->check(CLI::IsMember({"bf16", "f32"}));
+  cmd->add_option("--reasoning", a.reasoning, "reasoning effort in the system message: low, medium, high")
+      ->capture_default_str()->check(CLI::IsMember({"low", "medium", "high"}));
+  cmd->add_option("--developer", a.developer, "developer instructions (what other tools call the system prompt)");
+  cmd->add_flag("--show-analysis", a.show_analysis, "also print the analysis channel (chain of thought)");
+}
+
+struct Session {
+  std::unique_ptr<GptOssModel> model;
+  Tokenizer tokenizer;
+  std::unique_ptr<HarmonyEncoding> harmony;
+  std::unique_ptr<Generator> generator;
+  SamplingParams sampling;
+};
+
+Session Open(const RunArgs& a) {
+  auto model = GptOssModel::Load(a.model);
+  Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
+  Session s{std::move(model), std::move(tokenizer), nullptr, nullptr, {}};
+  s.harmony = std::make_unique<HarmonyEncoding>(s.tokenizer);
+  s.generator = std::make_unique<Generator>(*s.model, a.context, ParseKvType(a.kv_type));
+  s.sampling.temperature = a.temperature;
+  s.sampling.top_k = a.top_k;
+  s.sampling.top_p = a.top_p;
+  s.sampling.min_p = a.min_p;
+  s.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+  ValidateSamplingParams(s.sampling);
+  return s;
+}
+
+// gpt-oss stops on <|return|>, <|call|> and <|endoftext|> (generation_config.json), never on
+// <|end|>, which only closes the analysis message (gpt-oss.md §4.4).
+StopCondition MakeStop(const Session& s, int64_t n_predict) {
+  StopCondition stop = StopCondition::FromGenerationConfig(s.model->generation_config(), n_predict);
+  if (stop.stop_tokens().empty()) stop.AddStopTokens(s.harmony->AssistantStopTokens());
+  return stop;
+}
+
+const char* FinishReason(const GenerationResult& r) {
+  switch (r.reason) {
+    case StopCondition::Reason::kStopToken: return "stop";
+    case StopCondition::Reason::kLength: return "length";
+    case StopCondition::Reason::kNone: return "context";
+  }
+  return "stop";
+}
+
+void PrintTimings(const GenerationResult& r) {
+  const GenerationTimings& t = r.timings;
+  std::fprintf(stderr, "\nprompt eval time = %10.2f ms / %5lld tokens (%8.2f ms per token, %8.2f tokens per second)\n",
+               t.prefill_ms, static_cast<long long>(t.prefilled_tokens),
+               t.prefilled_tokens ? t.prefill_ms / t.prefilled_tokens : 0.0, t.prefill_tok_s());
+  const long long steps = t.generated_tokens > 1 ? t.generated_tokens - 1 : 0;
+  std::fprintf(stderr, "       eval time = %10.2f ms / %5lld runs   (%8.2f ms per token, %8.2f tokens per second)\n",
+               t.decode_ms, steps, steps ? t.decode_ms / steps : 0.0, t.decode_tok_s());
+}
+
+void RunGenerate(const RunArgs& a) {
+  Session s = Open(a);
+  std::vector<int32_t> prompt;
+  SystemContent system;
+  system.reasoning_effort = ParseReasoningEffort(a.reasoning);
+  if (a.raw) {
+    prompt = s.tokenizer.Encode(a.prompt);
+  } else {
+    prompt = s.harmony->RenderForCompletion(MakeConversation(a.prompt, system, a.developer));
+  }
+  Sampler sampler(s.sampling);
+  StopCondition stop = MakeStop(s, a.n_predict);
+  HarmonyParser parser(*s.harmony);
+  IncrementalDecoder raw_decoder(s.tokenizer);
+  std::string raw_text, final_text, analysis_text;
+  const bool stream = !a.json;
+  auto emit = [&](const HarmonyDelta& d) {
+    if (d.part == HarmonyPart::kAnalysis) {
+      analysis_text += d.text;
+      if (stream && a.show_analysis) std::fputs(d.text.c_str(), stderr);
+    } else {
+      final_text += d.text;
+      if (stream) std::fputs(d.text.c_str(), stdout);
+    }
+  };
+  const GenerationResult r = s.generator->Generate(prompt, sampler, stop, [&](int32_t token) {
+    // Ids the model has but the tokenizer lacks (reserved rows of the 201088-entry vocabulary)
+    // decode to nothing, as Hugging Face's decode skips them.
+    const std::string piece = s.tokenizer.Contains(token) ? raw_decoder.Add(token) : std::string();
+    raw_text += piece;
+    if (a.raw) {
+      if (stream) std::fputs(piece.c_str(), stdout);
+    } else {
+      for (const HarmonyDelta& d : parser.Process(token)) emit(d);
+    }
+    if (stream) std::fflush(stdout);
+    return true;
+  });
+  const std::string tail = raw_decoder.Flush();
+  raw_text += tail;
+  if (a.raw) {
+    if (stream) std::fputs(tail.c_str(), stdout);
+    final_text = raw_text;
+  } else {
+    for (const HarmonyDelta& d : parser.Finish()) emit(d);
+  }
+  if (a.json) {
+    const GenerationTimings& t = r.timings;
+    nlohmann::json out = {
+        {"text", final_text},
+        {"tokens", r.tokens},
+        {"prompt_tokens", t.prompt_tokens},
+        {"finish_reason", FinishReason(r)},
+        {"seed", s.sampling.seed},
+        {"timings",
+         {{"prefill_ms", t.prefill_ms}, {"decode_ms", t.decode_ms}, {"prefill_tok_s", t.prefill_tok_s()},
+          {"decode_tok_s", t.decode_tok_s()}}},
+    };
+    if (!a.raw) {
+      out["analysis"] = analysis_text;
+      out["raw_text"] = raw_text;
+    }
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return;
+  }
+  std::printf("\n");
+  PrintTimings(r);
+}
+
+void RunChat(const RunArgs& a) {
+  Session s = Open(a);
+  SystemContent system;
+  system.reasoning_effort = ParseReasoningEffort(a.reasoning);
+  const bool tty = isatty(STDIN_FILENO);
+  bool show_analysis = a.show_analysis;
+  std::vector<Message> history;
+  auto reset = [&] {
+    history = {Message::System(system)};
+    if (!a.developer.empty()) history.push_back(Message::Developer(a.developer));
+  };
+  reset();
+  Sampler sampler(s.sampling);
+  std::fprintf(stderr, "tessera chat: %s (%d threads). /analysis toggles the chain of thought, /reset, /exit.\n",
+               s.model->path().c_str(), GlobalPool().num_threads());
+  std::string line;
+  for (;;) {
+    if (tty) std::fprintf(stderr, "\n> ");
+    if (!std::getline(std::cin, line)) break;
+    if (line == "/exit" || line == "/quit") break;
+    if (line == "/reset") {
+      reset();
+      continue;
+    }
+    if (line == "/analysis") {
+      show_analysis = !show_analysis;
+      std::fprintf(stderr, "analysis %s\n", show_analysis ? "shown" : "hidden");
+      continue;
+    }
+    if (line.empty()) continue;
+    history.push_back(Message::User(line));
+    const std::vector<int32_t> prompt = s.harmony->RenderForCompletion(history);
+    StopCondition stop = MakeStop(s, a.n_predict);
+    HarmonyParser parser(*s.harmony);
+    std::string final_text;
+    bool in_analysis = false;
+    auto emit = [&](const HarmonyDelta& d) {
+      if (d.part == HarmonyPart::kAnalysis) {
+        if (!show_analysis) return;
+        if (!in_analysis) std::fputs("[analysis] ", stdout);
+        in_analysis = true;
+      } else {
+        if (in_analysis) std::fputs("\n[final] ", stdout);
+        in_analysis = false;
+        final_text += d.text;
+      }
+      std::fputs(d.text.c_str(), stdout);
+      std::fflush(stdout);
+    };
+    const GenerationResult r = s.generator->Generate(prompt, sampler, stop, [&](int32_t token) {
+      for (const HarmonyDelta& d : parser.Process(token)) emit(d);
+      return true;
+    });
+    for (const HarmonyDelta& d : parser.Finish()) emit(d);
+    std::printf("\n");
+    std::fflush(stdout);
+    if (tty) PrintTimings(r);
+    // History keeps the final answer only; the analysis of a finished turn is dropped
+    // (gpt-oss.md §4.2).
+    history.push_back(Message::Assistant("final", final_text));
+  }
+}
+
+}  // namespace
+
+void RegisterGenerate(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("generate", "generate text from a prompt (harmony user turn by default)");
+  AddModelOptions(cmd, *args);
+  cmd->add_option("-p,--prompt", args->prompt, "prompt text")->required();
+  cmd->add_flag("--raw", args->raw, "feed the prompt unchanged (no harmony rendering) and print raw output");
+  cmd->add_flag("--json", args->json, "print one JSON object with text, tokens, prompt_tokens and timings");
+  cmd->callback([args] { RunGenerate(*args); });
+
+  auto chat_args = std::make_shared<RunArgs>();
+  auto* chat = app.add_subcommand("chat", "interactive chat; keeps the history, shows the final channel");
+  AddModelOptions(chat, *chat_args);
+  chat->callback([chat_args] { RunChat(*chat_args); });
+}
+
+}  // namespace tessera::cli

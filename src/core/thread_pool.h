@@ -43,10 +43,13 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  uint64_t generation_ = 0;  // bumped per Run(); guarded by mutex_
-  bool stop_ = false;
-  int active_workers_ = 0;  // workers still inside the current Run(); guarded by mutex_
-  std::mutex run_mutex_;    // one Run() at a time from outside the pool
+  // Bumped per Run() under mutex_; workers spin on it briefly before sleeping on wake_, because a
+  // decode step issues hundreds of short Run() calls and a futex wake-up costs tens of
+  // microseconds each.
+  std::atomic<uint64_t> generation_{0};
+  bool stop_ = false;  // guarded by mutex_
+  std::atomic<int> active_workers_{0};  // workers still inside the current Run()
+  std::mutex run_mutex_;                // one Run() at a time from outside the pool
 
   const std::function<void(size_t, int)>* job_ = nullptr;
   size_t num_tasks_ = 0;

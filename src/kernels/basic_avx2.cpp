@@ -44,6 +44,7 @@ void FillAvx2Kernels(KernelTable& t) {
   t.dot_bf16_f32 = DotBf16F32;
   t.dot_bf16_f32_isa = "avx2";
   FillAvx2Matmul(t);  // matmul_avx2.cpp
+  FillAvx2Rope(t);  // rope_avx2.cpp
 }
 
 }  // namespace tessera

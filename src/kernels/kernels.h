@@ -14,6 +14,10 @@
 
 namespace tessera {
 
+// Which channels of a head form the pairs that RoPE rotates (../shared/reference/rope.md §1):
+// split-half / NeoX (x[i], x[i + r/2]) or interleaved / GPT-J (x[2i], x[2i + 1]), r = rotated width.
+enum class RopePairing : uint8_t { kSplitHalf, kInterleaved };
+
 struct KernelTable {
   Isa isa;
   // Per-entry name of the implementation actually used ("avx512", "scalar", ...).
@@ -21,6 +25,7 @@ struct KernelTable {
   const char* dot_bf16_f32_isa;
   const char* matmul_bf16_isa;
   const char* matmul_mxfp4_isa;
+  const char* rope_apply_isa;
 
   // dst[i] = float(src[i]) for i < n. Exact.
   void (*convert_bf16_f32)(const uint16_t* src, float* dst, size_t n);
@@ -44,6 +49,16 @@ struct KernelTable {
   void (*matmul_mxfp4)(const float* x, size_t m, size_t k, const uint8_t* codes,
                        const uint8_t* scales, size_t n_begin, size_t n_end, const float* bias,
                        float* y, size_t ldy);
+
+  // Rotary embedding in place on `tokens` x `heads` vectors: head h of token t starts at
+  // x + t * token_stride + h * head_stride; only its first 2 * half channels are rotated (partial
+  // rotary leaves the rest untouched). cs row t holds cos at cs + t * cs_stride and sin at
+  // cs + t * cs_stride + half ([tokens, >= 2 * half]), shared by all heads of the token. Each
+  // pair (a, b) becomes (a cos - b sin, b cos + a sin). The reference rounds each product
+  // separately (as torch does); vector versions may fuse one product into the add (FMA), so
+  // they differ by at most an ulp of |a cos| + |b sin|.
+  void (*rope_apply)(float* x, size_t tokens, size_t heads, size_t token_stride, size_t head_stride,
+                     const float* cs, size_t cs_stride, size_t half, RopePairing pairing);
 };
 
 // The table for `isa` (which must satisfy IsaSupported(isa)).
@@ -55,5 +70,8 @@ const KernelTable& ActiveKernels();
 void FillReferenceKernels(KernelTable& table);
 void FillAvx2Kernels(KernelTable& table);
 void FillAvx512Kernels(KernelTable& table);
+// RoPE entries (rope_avx2.cpp / rope_avx512.cpp), called by the two fillers above.
+void FillAvx2Rope(KernelTable& table);
+void FillAvx512Rope(KernelTable& table);
 
 }  // namespace tessera

@@ -50,6 +50,27 @@ void MatmulMxfp4(const float* x, size_t m, size_t k, const uint8_t* codes, const
   }
 }
 
+void RopeApply(float* x, size_t tokens, size_t heads, size_t token_stride, size_t head_stride,
+               const float* cs, size_t cs_stride, size_t half, RopePairing pairing) {
+  // Interleaved: pair i is (2i, 2i + 1); split-half: (i, i + half).
+  const size_t step = pairing == RopePairing::kInterleaved ? 2 : 1;
+  const size_t partner = pairing == RopePairing::kInterleaved ? 1 : half;
+  for (size_t t = 0; t < tokens; ++t) {
+    const float* cos = cs + t * cs_stride;
+    const float* sin = cos + half;
+    for (size_t h = 0; h < heads; ++h) {
+      float* v = x + t * token_stride + h * head_stride;
+      for (size_t i = 0; i < half; ++i) {
+        float& a = v[i * step];
+        float& b = v[i * step + partner];
+        const float a0 = a, b0 = b;
+        a = a0 * cos[i] - b0 * sin[i];
+        b = b0 * cos[i] + a0 * sin[i];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void FillReferenceKernels(KernelTable& t) {
@@ -61,6 +82,8 @@ void FillReferenceKernels(KernelTable& t) {
   t.matmul_bf16_isa = "scalar";
   t.matmul_mxfp4 = MatmulMxfp4;
   t.matmul_mxfp4_isa = "scalar";
+  t.rope_apply = RopeApply;
+  t.rope_apply_isa = "scalar";
 }
 
 }  // namespace tessera

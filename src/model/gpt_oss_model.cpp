@@ -98,7 +98,7 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path) {
     model->weight_bytes_ += store.Get(s.name).nbytes();
     model->parameters_ += s.parameters();
   }
-  model->rope_ = ComputeRopeFrequencies(c, config_path);
+  model->rope_ = Rope::FromConfig(c, config_path);
 
   model->embed_ = Bf16Matrix(store.Get("model.embed_tokens.weight"), dir);
   model->lm_head_ = Bf16Matrix(store.Get(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"), dir);
@@ -135,19 +135,18 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path) {
 }
 
 void GptOssModel::Attention(int layer, const float* h, int64_t T, int64_t start, KvCache& cache,
-                            const std::vector<float>& cos, const std::vector<float>& sin, float* out) const {
+                            const std::vector<float>& rope_cs, float* out) const {
   const ModelConfig& c = config_;
   const Layer& L = layers_[layer];
   const int64_t H = c.hidden_size, D = c.head_dim, Nq = c.num_attention_heads, Nkv = c.num_key_value_heads;
-  const int64_t half = D / 2, group = Nq / Nkv;
+  const int64_t group = Nq / Nkv;
   std::vector<float> q(T * Nq * D), k(T * Nkv * D), v(T * Nkv * D);
   MatmulBf16(h, T, H, L.wq, Nq * D, L.bq.empty() ? nullptr : L.bq.data(), q.data());
   MatmulBf16(h, T, H, L.wk, Nkv * D, L.bk.empty() ? nullptr : L.bk.data(), k.data());
   MatmulBf16(h, T, H, L.wv, Nkv * D, L.bv.empty() ? nullptr : L.bv.data(), v.data());
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t hd = 0; hd < Nq; ++hd) ApplyRopeSplitHalf(&q[(t * Nq + hd) * D], &cos[t * half], &sin[t * half], half);
-    for (int64_t hd = 0; hd < Nkv; ++hd) ApplyRopeSplitHalf(&k[(t * Nkv + hd) * D], &cos[t * half], &sin[t * half], half);
-  }
+  const int64_t cs_stride = 2 * rope_.half();
+  rope_.Apply(q.data(), T, Nq, Nq * D, D, rope_cs.data(), cs_stride);
+  rope_.Apply(k.data(), T, Nkv, Nkv * D, D, rope_cs.data(), cs_stride);
 
   auto run = [&](auto elem_tag) {
     using Elem = decltype(elem_tag);
@@ -166,7 +165,7 @@ void GptOssModel::Attention(int layer, const float* h, int64_t T, int64_t start,
       return pos >= start ? &vb[(pos - start) * row] : reinterpret_cast<const Elem*>(cache.ValueRow(layer, pos));
     };
     const int64_t window = L.sliding ? c.sliding_window.value_or(start + T) : start + T;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const float scale = rope_.attention_scale();
     ThreadPool& pool = GlobalPool();
     std::vector<std::vector<float>> scratch(pool.num_threads());
     pool.Run(static_cast<size_t>(T * Nq), [&](size_t task, int thread) {
@@ -309,14 +308,14 @@ void GptOssModel::Forward(std::span<const int32_t> tokens, int64_t start, KvCach
 
   std::vector<float> x(T * H), h(T * H), attn(T * Nq * D), delta(T * H);
   for (int64_t t = 0; t < T; ++t) kt.convert_bf16_f32(embed_ + static_cast<int64_t>(tokens[t]) * H, &x[t * H], H);
-  const int64_t half = D / 2;
-  std::vector<float> cos(T * half), sin(T * half);
-  for (int64_t t = 0; t < T; ++t) RopeCosSin(rope_, start + t, &cos[t * half], &sin[t * half]);
+  // cos/sin rows [T, 2 * half] for positions [start, start + T), shared by every layer.
+  std::vector<float> rope_cs(T * 2 * rope_.half());
+  rope_.CosSin(rope_.Frequencies(start + T), start, T, rope_cs.data(), 2 * rope_.half());
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& L = layers_[l];
     RmsNorm(x.data(), L.input_norm.data(), T, H, c.rms_norm_eps, h.data());
-    Attention(static_cast<int>(l), h.data(), T, start, cache, cos, sin, attn.data());
+    Attention(static_cast<int>(l), h.data(), T, start, cache, rope_cs, attn.data());
     MatmulBf16(attn.data(), T, Nq * D, L.wo, H, L.bo.empty() ? nullptr : L.bo.data(), delta.data());
     for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
     RmsNorm(x.data(), L.post_norm.data(), T, H, c.rms_norm_eps, h.data());

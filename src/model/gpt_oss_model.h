@@ -56,14 +56,14 @@ class GptOssModel {
   struct Layer;
   GptOssModel() = default;
   void Attention(int layer, const float* h, int64_t T, int64_t start, KvCache& cache,
-                 const std::vector<float>& cos, const std::vector<float>& sin, float* out) const;
+                 const std::vector<float>& rope_cs, float* out) const;
   void Moe(int layer, const float* h, int64_t T, float* out) const;
 
   std::string path_;
   ModelConfig config_;
   GenerationConfig generation_config_;
   WeightStore store_;
-  RopeFrequencies rope_;
+  Rope rope_;
   uint64_t weight_bytes_ = 0;
   uint64_t parameters_ = 0;
 

@@ -26,6 +26,7 @@ struct KernelTable {
   const char* matmul_bf16_isa;
   const char* matmul_mxfp4_isa;
   const char* rope_apply_isa;
+  const char* gather_reduce_isa;
 
   // dst[i] = float(src[i]) for i < n. Exact.
   void (*convert_bf16_f32)(const uint16_t* src, float* dst, size_t n);
@@ -37,8 +38,11 @@ struct KernelTable {
   // callers can split the columns across threads:
   //   x: [m, k] f32, row stride k;  y: [m, ldy] f32, y[i, j] for j in [n_begin, n_end);
   //   bias: [n] f32 or nullptr.
-  // Products and sums in f32 (summation order unspecified). Every weight byte is read once per
-  // call however large m is, so decode (m = 1) streams the matrix once.
+  // Products and sums in f32. The summation order may differ between ISAs but, within one
+  // table, is fixed per output element: y[i, j] has the same bits for every m, every row i's
+  // position in the batch and every [n_begin, n_end) split (batch invariance, which makes
+  // multi-token verification give the logits of token-by-token decoding). Every weight byte is
+  // read once per call however large m is, so decode (m = 1) streams the matrix once.
   //
   // W in BF16: w[j * k + c].
   void (*matmul_bf16)(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_begin,
@@ -59,6 +63,19 @@ struct KernelTable {
   // they differ by at most an ulp of |a cos| + |b sin|.
   void (*rope_apply)(float* x, size_t tokens, size_t heads, size_t token_stride, size_t head_stride,
                      const float* cs, size_t cs_stride, size_t half, RopePairing pairing);
+
+  // Gather-reduce, the MoE combine (../shared/reference/moe-gather-reduce.md §2):
+  //   out[g, c] = sum_{j < r} w[g r + j] * op[idx[g r + j], c]   for g < groups, c < k.
+  // op row i at op + i * ldop, out row g at out + g * ldo (only its first k floats are written;
+  // out must not overlap op); idx [groups * r], every entry a valid row of op (moe_ops.h checks;
+  // the kernel does not); w [groups * r] f32, or nullptr for weight 1.
+  // A term whose weight is zero (+0 or -0) is skipped, so it contributes exactly 0 even when its
+  // row holds NaN or Inf; a group with no remaining term is +0. The sum is f32, starts at +0 and
+  // adds the products in order j = 0..r-1, each product rounded to f32 before the add (never
+  // fused): every ISA gives the same bits (NaN payloads aside), and out[g, c] depends only on
+  // group g's terms and column c, not on `groups`, on g's position or on a split of the columns.
+  void (*gather_reduce)(const float* op, size_t ldop, const int32_t* idx, const float* w, size_t groups,
+                        size_t r, size_t k, float* out, size_t ldo);
 };
 
 // The table for `isa` (which must satisfy IsaSupported(isa)).
@@ -73,5 +90,8 @@ void FillAvx512Kernels(KernelTable& table);
 // RoPE entries (rope_avx2.cpp / rope_avx512.cpp), called by the two fillers above.
 void FillAvx2Rope(KernelTable& table);
 void FillAvx512Rope(KernelTable& table);
+// gather_reduce entries (gather_reduce_avx2.cpp / gather_reduce_avx512.cpp), likewise.
+void FillAvx2GatherReduce(KernelTable& table);
+void FillAvx512GatherReduce(KernelTable& table);
 
 }  // namespace tessera

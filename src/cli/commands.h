@@ -10,6 +10,7 @@ void RegisterInfo(CLI::App& app);
 void RegisterTokenize(CLI::App& app);  // tokenize and detokenize
 void RegisterInspect(CLI::App& app);
 void RegisterSynth(CLI::App& app);
+void RegisterQuantize(CLI::App& app);
 void RegisterLogits(CLI::App& app);
 void RegisterBench(CLI::App& app);
 void RegisterGenerate(CLI::App& app);  // generate and chat

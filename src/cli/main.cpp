@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterTokenize(app);
   tessera::cli::RegisterInspect(app);
   tessera::cli::RegisterSynth(app);
+  tessera::cli::RegisterQuantize(app);
   tessera::cli::RegisterLogits(app);
   tessera::cli::RegisterGenerate(app);
   tessera::cli::RegisterBench(app);

@@ -1,6 +1,5 @@
 #include "model/synth.h"
 
-#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +15,7 @@
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "io/config.h"
+#include "io/output_dir.h"
 #include "io/safetensors.h"
 #include "kernels/mxfp4.h"
 #include "tokenizer/embedded_assets.h"
@@ -269,62 +269,6 @@ bool IsModelFile(const std::string& name) {
          name.compare(name.size() - 12, 12, ".safetensors") == 0;
 }
 
-// What replacing a directory's model files involves; nothing is changed until Apply().
-struct DirectoryPlan {
-  bool exists = false;
-  std::vector<fs::path> stale;  // model files to remove first (only with overwrite)
-  uint64_t stale_bytes = 0;     // space they free
-};
-
-DirectoryPlan PlanDirectory(const std::string& dir, bool overwrite) {
-  DirectoryPlan plan;
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return plan;
-  plan.exists = true;
-  if (!fs::is_directory(dir, ec)) Fail(dir, ": exists and is not a directory");
-  bool empty = true;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    empty = false;
-    if (entry.is_regular_file() && IsModelFile(entry.path().filename().string())) {
-      plan.stale.push_back(entry.path());
-      plan.stale_bytes += entry.file_size(ec);
-    }
-  }
-  if (ec) Fail(dir, ": cannot list directory: ", ec.message());
-  if (!empty && !overwrite) Fail(dir, ": directory is not empty (use --force to replace its model files)");
-  return plan;
-}
-
-void ApplyPlan(const std::string& dir, const DirectoryPlan& plan) {
-  std::error_code ec;
-  for (const fs::path& p : plan.stale) {
-    if (!fs::remove(p, ec) || ec) Fail(p.string(), ": cannot remove: ", ec.message());
-  }
-  if (!plan.exists) {
-    fs::create_directories(dir, ec);
-    if (ec) Fail(dir, ": cannot create directory: ", ec.message());
-  }
-}
-
-std::string FormatGB(uint64_t bytes) { return StrCat(std::round(bytes / 1e7) / 100.0, " GB"); }
-
-// Checks the file system that will hold `dir` (its nearest existing ancestor when it does not
-// exist yet); `reclaimable` bytes will be freed before writing.
-void RequireDiskSpace(const std::string& dir, uint64_t needed, uint64_t reclaimable) {
-  fs::path probe = fs::absolute(dir);
-  std::error_code ec;
-  while (!fs::exists(probe, ec) && probe.has_parent_path() && probe != probe.parent_path()) {
-    probe = probe.parent_path();
-  }
-  struct statvfs st;
-  if (statvfs(probe.c_str(), &st) != 0) Fail(dir, ": cannot query free disk space: ", std::strerror(errno));
-  const uint64_t available = static_cast<uint64_t>(st.f_bavail) * st.f_frsize + reclaimable;
-  if (available < needed) {
-    Fail(dir, ": not enough disk space: the model needs ", FormatGB(needed), ", ", FormatGB(available),
-         " available");
-  }
-}
-
 void WriteJson(const std::string& path, const nlohmann::json& json) { WriteFile(path, json.dump(2) + "\n"); }
 
 }  // namespace
@@ -348,9 +292,9 @@ SynthResult WriteSyntheticModel(const std::string& dir, const SynthOptions& opti
 
   // Headers, the index and the small JSON files are far below this margin.
   constexpr uint64_t kMarginBytes = uint64_t{64} << 20;
-  const DirectoryPlan plan = PlanDirectory(dir, options.overwrite);
-  RequireDiskSpace(dir, result.tensor_bytes + tokenizer_json.size() + kMarginBytes, plan.stale_bytes);
-  ApplyPlan(dir, plan);
+  const OutputDirPlan plan = PlanOutputDir(dir, options.overwrite, IsModelFile);
+  RequireDiskSpace(dir, result.tensor_bytes + tokenizer_json.size() + kMarginBytes, plan.stale_bytes, "the model");
+  plan.Apply();
 
   std::atomic<uint64_t> done{0};
   std::vector<TensorToWrite> tensors;

@@ -71,6 +71,21 @@ void RopeApply(float* x, size_t tokens, size_t heads, size_t token_stride, size_
   }
 }
 
+// Baseline x86-64 has no FMA, so each product is rounded before the add, as kernels.h specifies.
+void GatherReduce(const float* op, size_t ldop, const int32_t* idx, const float* w, size_t groups, size_t r,
+                  size_t k, float* out, size_t ldo) {
+  for (size_t g = 0; g < groups; ++g) {
+    float* o = out + g * ldo;
+    for (size_t c = 0; c < k; ++c) o[c] = 0.0f;
+    for (size_t j = 0; j < r; ++j) {
+      const float wj = w ? w[g * r + j] : 1.0f;
+      if (wj == 0.0f) continue;  // zero-weight masking: 0 * NaN must not reach the sum
+      const float* row = op + static_cast<size_t>(idx[g * r + j]) * ldop;
+      for (size_t c = 0; c < k; ++c) o[c] += wj * row[c];
+    }
+  }
+}
+
 }  // namespace
 
 void FillReferenceKernels(KernelTable& t) {
@@ -84,6 +99,8 @@ void FillReferenceKernels(KernelTable& t) {
   t.matmul_mxfp4_isa = "scalar";
   t.rope_apply = RopeApply;
   t.rope_apply_isa = "scalar";
+  t.gather_reduce = GatherReduce;
+  t.gather_reduce_isa = "scalar";
 }
 
 }  // namespace tessera

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "io/model_dir.h"
 #include "kernels/kernels.h"
+#include "kernels/moe_ops.h"
 #include "kernels/parallel_matmul.h"
 #include "model/gpt_oss_weights.h"
 
@@ -273,15 +274,12 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
                 &L.down_bias[e * H], y.data());
     for (int64_t i = 0; i < m; ++i) std::memcpy(&slot_out[slots[i] * H], &y[i * H], H * sizeof(float));
   }
-  for (int64_t t = 0; t < T; ++t) {
-    float* o = out + t * H;
-    std::fill(o, o + H, 0.0f);
-    for (int64_t j = 0; j < K; ++j) {
-      const float w = weight[t * K + j];
-      const float* src = &slot_out[(t * K + j) * H];
-      for (int64_t d = 0; d < H; ++d) o[d] += w * src[d];
-    }
-  }
+  // Combine: out[t] = sum_j weight[t, j] * slot_out[t K + j], summed in slot order j = 0..K-1
+  // (kernels.h gather_reduce: the same bits for every T and thread split, which batch invariance
+  // needs). slot_out is already in token order, so the gather index is the identity.
+  std::vector<int32_t> slot_index(T * K);
+  std::iota(slot_index.begin(), slot_index.end(), 0);
+  GatherReduce(slot_out.data(), T * K, H, slot_index.data(), weight.data(), T, K, H, out, H);
 }
 
 void GptOssModel::Forward(std::span<const int32_t> tokens, int64_t start, KvCache& cache, LogitsMode mode,

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/ceilings.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
@@ -36,10 +37,11 @@
 namespace tessera {
 namespace {
 
-constexpr size_t kStreamBytes = size_t{1} << 30;
-constexpr int kMaxThreads = 2;
+using bench::BM_ReadBandwidth;
+using bench::g_best_bandwidth;
+using bench::kMaxThreads;
+using bench::kStreamBytes;
 
-double g_best_bandwidth[kMaxThreads + 1] = {};  // bytes/s per thread count
 double g_best_flops[kMaxThreads + 1] = {};      // flop/s per thread count
 
 uint64_t NextRandom(uint64_t& state) {  // xorshift64*: fast enough to fill gigabytes
@@ -47,57 +49,6 @@ uint64_t NextRandom(uint64_t& state) {  // xorshift64*: fast enough to fill giga
   state ^= state << 25;
   state ^= state >> 27;
   return state * 0x2545F4914F6CDD1Dull;
-}
-
-// ---- ceilings ---------------------------------------------------------------------------------
-
-__attribute__((target("avx512f"))) float SumAvx512(const float* p, size_t n) {
-  __m512 acc[8];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  for (size_t i = 0; i + 128 <= n; i += 128) {
-    for (int u = 0; u < 8; ++u) acc[u] = _mm512_add_ps(acc[u], _mm512_load_ps(p + i + 16 * u));
-  }
-  for (int u = 1; u < 8; ++u) acc[0] = _mm512_add_ps(acc[0], acc[u]);
-  return _mm512_reduce_add_ps(acc[0]);
-}
-
-__attribute__((target("avx2"))) float SumAvx2(const float* p, size_t n) {
-  __m256 acc[8];
-  for (auto& a : acc) a = _mm256_setzero_ps();
-  for (size_t i = 0; i + 64 <= n; i += 64) {
-    for (int u = 0; u < 8; ++u) acc[u] = _mm256_add_ps(acc[u], _mm256_load_ps(p + i + 8 * u));
-  }
-  for (int u = 1; u < 8; ++u) acc[0] = _mm256_add_ps(acc[0], acc[u]);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc[0]);
-  float s = 0.0f;
-  for (float v : lanes) s += v;
-  return s;
-}
-
-float StreamSum(const float* p, size_t n) {
-  return GetCpuFeatures().avx512f && GetCpuFeatures().os_avx512 ? SumAvx512(p, n) : SumAvx2(p, n);
-}
-
-void BM_ReadBandwidth(benchmark::State& state, int threads) {
-  SetGlobalThreadCount(threads);
-  static float* buffer = [] {
-    auto* p = static_cast<float*>(std::aligned_alloc(64, kStreamBytes));
-    for (size_t i = 0; i < kStreamBytes / sizeof(float); ++i) p[i] = 1.0f;
-    return p;
-  }();
-  const size_t n = kStreamBytes / sizeof(float);
-  const size_t part = n / threads;  // multiple of 128 floats
-  std::vector<float> sums(threads);
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) {
-    GlobalPool().Run(threads, [&](size_t t, int) { sums[t] = StreamSum(buffer + t * part, part); });
-    benchmark::DoNotOptimize(sums.data());
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double rate = static_cast<double>(kStreamBytes) * state.iterations() / seconds;
-  g_best_bandwidth[threads] = std::max(g_best_bandwidth[threads], rate);
-  state.counters["GB"] = benchmark::Counter(kStreamBytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 constexpr int kFmaChains = 24;  // independent accumulators: > 2 ports x 4 cycles latency

@@ -29,6 +29,8 @@ import tiktoken  # noqa: E402
 import tokenizers  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
+from make_tokenizer_golden import bytes_to_unicode  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXT_BYTES = 1 << 20
 
@@ -56,23 +58,15 @@ def fnv1a(data):
     return "%016x" % h
 
 
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
+def unicode_to_bytes():
+    """The inverse of GPT-2's byte -> character table (the one make_tokenizer_golden.py uses)."""
+    return {c: b for b, c in bytes_to_unicode().items()}
 
 
 def tiktoken_encoding(tokenizer_json):
     with open(tokenizer_json, encoding="utf-8") as f:
         data = json.load(f)
-    char_to_byte = bytes_to_unicode()
+    char_to_byte = unicode_to_bytes()
     ranks = {bytes(char_to_byte[c] for c in token): rank for token, rank in data["model"]["vocab"].items()}
     steps = data["pre_tokenizer"]["pretokenizers"]
     pattern = steps[0]["pattern"]["Regex"]

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/gpt_oss_model.h"
@@ -26,6 +27,7 @@ struct BenchArgs {
   int reps = 3;
   std::string kv_type = "bf16";
   bool json = false;
+  ModelArgs model_args;
 };
 
 // llama.cpp's label for the published checkpoints ("gpt-oss 20B MXFP4 MoE"); other shapes get
@@ -66,7 +68,7 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 
 void RunBench(const BenchArgs& a) {
   if (a.prompt < 0 || a.gen < 0 || a.reps < 1) Fail("bench: -p and -n must be >= 0 and -r >= 1");
-  const auto model = GptOssModel::Load(a.model);
+  const auto model = GptOssModel::Load(a.model, ToModelOptions(a.model_args));
   const KvType kv = ParseKvType(a.kv_type);
   const int64_t context = std::max(1, std::max(a.prompt, a.gen));
   std::mt19937 rng(1234);
@@ -158,6 +160,7 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--kv-type", args->kv_type, "KV cache element type: bf16 or f32")
       ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_flag("--json", args->json, "print a JSON array instead of the table");
+  AddModelOptions(cmd, args->model_args, "fast");
   cmd->callback([args] { RunBench(*args); });
 }
 

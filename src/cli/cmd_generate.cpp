@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
@@ -45,9 +46,10 @@ struct RunArgs {
   bool raw = false;
   bool json = false;
   bool show_analysis = false;
+  ModelArgs model_args;
 };
 
-void AddModelOptions(CLI::App* cmd, RunArgs& a) {
+void AddRunOptions(CLI::App* cmd, RunArgs& a) {
   cmd->add_option("-m,--model", a.model, "Hugging Face gpt-oss directory")->required();
   cmd->add_option("-n,--predict", a.n_predict, "most tokens to generate per reply (-1: until a stop token)")
       ->capture_default_str()->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
@@ -68,6 +70,7 @@ void AddModelOptions(CLI::App* cmd, RunArgs& a) {
       ->capture_default_str()->check(CLI::IsMember({"low", "medium", "high"}));
   cmd->add_option("--developer", a.developer, "developer instructions (what other tools call the system prompt)");
   cmd->add_flag("--show-analysis", a.show_analysis, "also print the analysis channel (chain of thought)");
+  AddModelOptions(cmd, a.model_args, "fast");
 }
 
 struct Session {
@@ -79,7 +82,7 @@ struct Session {
 };
 
 Session Open(const RunArgs& a) {
-  auto model = GptOssModel::Load(a.model);
+  auto model = GptOssModel::Load(a.model, ToModelOptions(a.model_args));
   Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
   Session s{std::move(model), std::move(tokenizer), nullptr, nullptr, {}};
   s.harmony = std::make_unique<HarmonyEncoding>(s.tokenizer);
@@ -257,7 +260,7 @@ void RunChat(const RunArgs& a) {
 void RegisterGenerate(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt (harmony user turn by default)");
-  AddModelOptions(cmd, *args);
+  AddRunOptions(cmd, *args);
   cmd->add_option("-p,--prompt", args->prompt, "prompt text")->required();
   cmd->add_flag("--raw", args->raw, "feed the prompt unchanged (no harmony rendering) and print raw output");
   cmd->add_flag("--json", args->json, "print one JSON object with text, tokens, prompt_tokens and timings");
@@ -265,7 +268,7 @@ void RegisterGenerate(CLI::App& app) {
 
   auto chat_args = std::make_shared<RunArgs>();
   auto* chat = app.add_subcommand("chat", "interactive chat; keeps the history, shows the final channel");
-  AddModelOptions(chat, *chat_args);
+  AddRunOptions(chat, *chat_args);
   chat->callback([chat_args] { RunChat(*chat_args); });
 }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "core/error.h"
 #include "io/npy.h"
 #include "model/gpt_oss_model.h"
@@ -37,11 +38,12 @@ struct LogitsArgs {
   std::string ids;
   std::string out;
   std::string kv_type = "f32";
+  ModelArgs model_args;
 };
 
 void RunLogits(const LogitsArgs& args) {
   const std::vector<int32_t> ids = ParseIds(args.ids);
-  const auto model = GptOssModel::Load(args.model);
+  const auto model = GptOssModel::Load(args.model, ToModelOptions(args.model_args));
   KvCache cache(model->config(), static_cast<int64_t>(ids.size()), ParseKvType(args.kv_type));
   std::vector<float> logits;
   model->Forward(ids, 0, cache, LogitsMode::kAll, logits);
@@ -72,6 +74,7 @@ void RegisterLogits(CLI::App& app) {
   cmd->add_option("--out", args->out, "write the logits here as a .npy file (float32, C order)");
   cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32 (exact, default) or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  AddModelOptions(cmd, args->model_args, "exact");
   cmd->callback([args] { RunLogits(*args); });
 }
 

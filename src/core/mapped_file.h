@@ -30,6 +30,12 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Drops this process's pages of [p, p + n) inside a MappedFile's map (only the pages wholly
+// inside the range, so neighbouring tensors keep theirs). Used once a tensor has been repacked
+// into its own buffer, so the model does not keep two resident copies; reading the range again
+// later would fault the file's bytes back in, unchanged.
+void ReleaseMappedRange(const void* p, size_t n);
+
 // Reads a whole file into a string; throws tessera::Error naming the path on failure.
 std::string ReadFile(const std::string& path);
 // Writes `size` bytes atomically (temporary file + rename); throws on failure.

@@ -18,6 +18,14 @@ namespace tessera {
 // split-half / NeoX (x[i], x[i + r/2]) or interleaved / GPT-J (x[2i], x[2i + 1]), r = rotated width.
 enum class RopePairing : uint8_t { kSplitHalf, kInterleaved };
 
+// A batch of q8-quantized activation rows (kernels/q8.h), row-major: row i's k int8 values at
+// q + i k, its k/32 block scales at d + i k/32 and block sums at sum + i k/32.
+struct Q8Rows {
+  const int8_t* q;
+  const float* d;
+  const int32_t* sum;
+};
+
 struct KernelTable {
   Isa isa;
   // Per-entry name of the implementation actually used ("avx512", "scalar", ...).
@@ -27,6 +35,9 @@ struct KernelTable {
   const char* matmul_mxfp4_isa;
   const char* rope_apply_isa;
   const char* gather_reduce_isa;
+  const char* quantize_q8_isa;
+  const char* matmul_q8_mxfp4_isa;
+  const char* matmul_q8_int8_isa;
 
   // dst[i] = float(src[i]) for i < n. Exact.
   void (*convert_bf16_f32)(const uint16_t* src, float* dst, size_t n);
@@ -76,6 +87,18 @@ struct KernelTable {
   // group g's terms and column c, not on `groups`, on g's position or on a split of the columns.
   void (*gather_reduce)(const float* op, size_t ldop, const int32_t* idx, const float* w, size_t groups,
                         size_t r, size_t k, float* out, size_t ldo);
+
+  // The q8 path (kernels/q8.h defines the quantizer, the packed weight layouts and the exact
+  // result every ISA reproduces bit for bit).
+  // Quantizes one row of k floats (k % 32 == 0): q [k], d [k/32], sum [k/32].
+  void (*quantize_q8)(const float* x, size_t k, int8_t* q, float* d, int32_t* sum);
+  // y[i, j] for i < m, j in [n_begin, n_end): n_begin % 16 == 0, n_end % 16 == 0 or n_end == n
+  // (columns past n_end are not written); codes/scales and values/scales point at the start of
+  // the whole packed matrix (group 0). bias [n] f32 or nullptr.
+  void (*matmul_q8_mxfp4)(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uint8_t* scales,
+                          size_t n_begin, size_t n_end, const float* bias, float* y, size_t ldy);
+  void (*matmul_q8_int8)(Q8Rows x, size_t m, size_t k, const uint8_t* values, const float* scales,
+                         size_t n_begin, size_t n_end, const float* bias, float* y, size_t ldy);
 };
 
 // The table for `isa` (which must satisfy IsaSupported(isa)).
@@ -93,5 +116,8 @@ void FillAvx512Rope(KernelTable& table);
 // gather_reduce entries (gather_reduce_avx2.cpp / gather_reduce_avx512.cpp), likewise.
 void FillAvx2GatherReduce(KernelTable& table);
 void FillAvx512GatherReduce(KernelTable& table);
+// q8 entries (q8_avx2.cpp; q8_avx512vnni.cpp, used only when the CPU has AVX512-VNNI).
+void FillAvx2Q8(KernelTable& table);
+void FillAvx512VnniQ8(KernelTable& table);
 
 }  // namespace tessera

@@ -1,5 +1,8 @@
 // Scalar reference kernels: the definition of every kernel's result, and the fallback on any
 // x86-64 CPU.
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -86,6 +89,93 @@ void GatherReduce(const float* op, size_t ldop, const int32_t* idx, const float*
   }
 }
 
+// kernels/q8.h: blocks whose largest magnitude is below this are quantized as zeros (127 / amax
+// must stay finite; such values cannot matter next to any normal activation).
+constexpr float kQ8TinyAmax = 1e-30f;
+
+void QuantizeQ8(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
+  for (size_t b = 0; b < k / 32; ++b) {
+    const float* xb = x + b * 32;
+    int8_t* qb = q + b * 32;
+    float amax = 0.0f;
+    bool finite = true;
+    for (size_t c = 0; c < 32; ++c) {
+      const float a = std::fabs(xb[c]);
+      finite = finite && a <= std::numeric_limits<float>::max();
+      amax = std::max(amax, a);
+    }
+    std::fill(qb, qb + 32, int8_t{0});
+    sum[b] = 0;
+    if (!finite) {
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    if (amax < kQ8TinyAmax) {
+      d[b] = 0.0f;
+      continue;
+    }
+    d[b] = amax / 127.0f;
+    const float inv = 127.0f / amax;
+    int32_t s = 0;
+    for (size_t c = 0; c < 32; ++c) {
+      const float v = std::clamp(std::nearbyint(xb[c] * inv), -127.0f, 127.0f);
+      qb[c] = static_cast<int8_t>(v);
+      s += qb[c];
+    }
+    sum[b] = s;
+  }
+}
+
+// y[i, j] = sum over blocks b (in order) of fmaf(dot_b, d[i, b] * s[j, b], acc) (+ bias): the
+// definition in kernels/q8.h, given column j's integer weights w[k] and block scales s[k/32].
+void Q8Column(Q8Rows x, size_t m, size_t k, const int8_t* w, const float* s, size_t j, const float* bias,
+              float* y, size_t ldy) {
+  const size_t nb = k / 32;
+  for (size_t i = 0; i < m; ++i) {
+    const int8_t* qi = x.q + i * k;
+    const float* di = x.d + i * nb;
+    float acc = 0.0f;
+    for (size_t b = 0; b < nb; ++b) {
+      int32_t dot = 0;
+      for (size_t c = b * 32; c < b * 32 + 32; ++c) dot += int32_t{qi[c]} * int32_t{w[c]};
+      acc = std::fma(static_cast<float>(dot), di[b] * s[b], acc);
+    }
+    y[i * ldy + j] = bias ? acc + bias[j] : acc;
+  }
+}
+
+void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uint8_t* scales, size_t n_begin,
+                   size_t n_end, const float* bias, float* y, size_t ldy) {
+  const size_t nb = k / 32;
+  std::vector<int8_t> w(k);
+  std::vector<float> s(nb);
+  for (size_t j = n_begin; j < n_end; ++j) {
+    const size_t g = j / 16, c = j % 16;
+    const uint8_t* group = codes + g * (k * 8);
+    for (size_t kk = 0; kk < k; ++kk) {
+      const uint8_t byte = group[(kk / 8) * 64 + c * 4 + kk % 4];
+      const uint8_t code = (kk % 8) < 4 ? byte & 0x0F : byte >> 4;
+      w[kk] = static_cast<int8_t>(2.0f * kE2M1Values[code]);
+    }
+    for (size_t b = 0; b < nb; ++b) s[b] = std::ldexp(1.0f, int{scales[(g * nb + b) * 16 + c]} - 128);
+    Q8Column(x, m, k, w.data(), s.data(), j, bias, y, ldy);
+  }
+}
+
+void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const float* scales, size_t n_begin,
+                  size_t n_end, const float* bias, float* y, size_t ldy) {
+  const size_t nb = k / 32;
+  std::vector<int8_t> w(k);
+  std::vector<float> s(nb);
+  for (size_t j = n_begin; j < n_end; ++j) {
+    const size_t g = j / 16, c = j % 16;
+    const uint8_t* group = values + g * (k * 16);
+    for (size_t kk = 0; kk < k; ++kk) w[kk] = static_cast<int8_t>(int{group[(kk / 4) * 64 + c * 4 + kk % 4]} - 128);
+    std::fill(s.begin(), s.end(), scales[j]);
+    Q8Column(x, m, k, w.data(), s.data(), j, bias, y, ldy);
+  }
+}
+
 }  // namespace
 
 void FillReferenceKernels(KernelTable& t) {
@@ -101,6 +191,12 @@ void FillReferenceKernels(KernelTable& t) {
   t.rope_apply_isa = "scalar";
   t.gather_reduce = GatherReduce;
   t.gather_reduce_isa = "scalar";
+  t.quantize_q8 = QuantizeQ8;
+  t.quantize_q8_isa = "scalar";
+  t.matmul_q8_mxfp4 = MatmulQ8Mxfp4;
+  t.matmul_q8_mxfp4_isa = "scalar";
+  t.matmul_q8_int8 = MatmulQ8Int8;
+  t.matmul_q8_int8_isa = "scalar";
 }
 
 }  // namespace tessera

@@ -7,7 +7,9 @@
 #include <numeric>
 
 #include "core/dtype.h"
+#include "core/buffer.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "io/model_dir.h"
 #include "kernels/kernels.h"
@@ -17,23 +19,40 @@
 
 namespace tessera {
 
+// A dense weight W[n, k]: BF16 in the mapped checkpoint, or (DenseWeights::kInt8) its int8
+// copy in the q8 layout made at load, after which the BF16 pages are released.
+struct GptOssModel::DenseMatrix {
+  const uint16_t* bf16 = nullptr;  // [n, k]
+  ByteBuffer int8_values;          // kernels/q8.h int8 layout, empty unless quantized
+  std::vector<float> int8_scales;  // [n padded to 16]
+  int64_t n = 0, k = 0;
+  bool is_int8() const { return int8_values.size() != 0; }
+};
+
+// MXFP4 expert weights of one projection for all E experts: the checkpoint's blocks/scales in
+// place (exact path), or the q8 layout (fast path), expert e's matrix at e * (bytes per expert).
+struct ExpertMatrices {
+  const uint8_t* codes = nullptr;   // exact: [E, n, k/32, 16]; fast: E x Q8Mxfp4CodeBytes(n, k)
+  const uint8_t* scales = nullptr;  // exact: [E, n, k/32];     fast: E x Q8Mxfp4ScaleBytes(n, k)
+  ByteBuffer q8_codes, q8_scales;   // owners of the fast layout
+  int64_t n = 0, k = 0;
+  size_t code_stride() const { return q8_codes.size() ? Q8Mxfp4CodeBytes(n, k) : n * k / 2; }
+  size_t scale_stride() const { return q8_codes.size() ? Q8Mxfp4ScaleBytes(n, k) : n * k / 32; }
+};
+
 // Pointers into the mapped checkpoint (matrices) and float32 copies (vectors) of one layer.
 struct GptOssModel::Layer {
   bool sliding = false;
   std::vector<float> input_norm, post_norm;  // [H]
-  const uint16_t* wq = nullptr;              // [Nq*D, H] bf16
-  const uint16_t* wk = nullptr;              // [Nkv*D, H]
-  const uint16_t* wv = nullptr;              // [Nkv*D, H]
-  const uint16_t* wo = nullptr;              // [H, Nq*D]
+  DenseMatrix wq, wk, wv;                    // [Nq*D, H], [Nkv*D, H], [Nkv*D, H]
+  DenseMatrix wo;                            // [H, Nq*D]
   std::vector<float> bq, bk, bv, bo;
   std::vector<float> sinks;                  // [Nq]
-  const uint16_t* router_w = nullptr;        // [E, H]
+  DenseMatrix router;                        // [E, H]
   std::vector<float> router_b;               // [E]
-  const uint8_t* gate_up_codes = nullptr;    // [E, 2I, H/32, 16]
-  const uint8_t* gate_up_scales = nullptr;   // [E, 2I, H/32]
-  std::vector<float> gate_up_bias;           // [E, 2I], rows alternate gate, up
-  const uint8_t* down_codes = nullptr;       // [E, H, I/32, 16]
-  const uint8_t* down_scales = nullptr;      // [E, H, I/32]
+  ExpertMatrices gate_up;                    // [E] x [2I, H], rows alternate gate, up
+  std::vector<float> gate_up_bias;           // [E, 2I]
+  ExpertMatrices down;                       // [E] x [H, I]
   std::vector<float> down_bias;              // [E, H]
 };
 
@@ -78,7 +97,7 @@ void RmsNorm(const float* x, const float* w, int64_t m, int64_t n, double eps, f
 
 GptOssModel::~GptOssModel() = default;
 
-std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path) {
+std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const ModelOptions& options) {
   std::unique_ptr<GptOssModel> model(new GptOssModel());
   const std::string dir = ResolveModelDir(path);
   model->path_ = dir;
@@ -101,8 +120,20 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path) {
   }
   model->rope_ = Rope::FromConfig(c, config_path);
 
+  model->options_ = options;
+  if (options.dense == DenseWeights::kInt8 && options.precision != Precision::kFast) {
+    Fail("int8 dense weights need the fast precision (int8 activations); the exact path reads BF16");
+  }
+  auto dense = [&](const TensorView& t) {
+    DenseMatrix m;
+    m.bf16 = Bf16Matrix(t, dir);
+    m.n = t.shape()[0];
+    m.k = t.shape()[1];
+    return m;
+  };
   model->embed_ = Bf16Matrix(store.Get("model.embed_tokens.weight"), dir);
-  model->lm_head_ = Bf16Matrix(store.Get(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"), dir);
+  model->lm_head_ = std::make_unique<DenseMatrix>(
+      dense(store.Get(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight")));
   model->final_norm_ = ToF32(store.Get("model.norm.weight"));
   model->layers_.resize(c.num_hidden_layers);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -112,10 +143,10 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path) {
     L.sliding = c.layer_types[l] == LayerType::kSlidingAttention;
     L.input_norm = ToF32(get("input_layernorm.weight"));
     L.post_norm = ToF32(get("post_attention_layernorm.weight"));
-    L.wq = Bf16Matrix(get("self_attn.q_proj.weight"), dir);
-    L.wk = Bf16Matrix(get("self_attn.k_proj.weight"), dir);
-    L.wv = Bf16Matrix(get("self_attn.v_proj.weight"), dir);
-    L.wo = Bf16Matrix(get("self_attn.o_proj.weight"), dir);
+    L.wq = dense(get("self_attn.q_proj.weight"));
+    L.wk = dense(get("self_attn.k_proj.weight"));
+    L.wv = dense(get("self_attn.v_proj.weight"));
+    L.wo = dense(get("self_attn.o_proj.weight"));
     if (c.attention_bias) {
       L.bq = ToF32(get("self_attn.q_proj.bias"));
       L.bk = ToF32(get("self_attn.k_proj.bias"));
@@ -123,28 +154,117 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path) {
       L.bo = ToF32(get("self_attn.o_proj.bias"));
     }
     L.sinks = ToF32(get("self_attn.sinks"));
-    L.router_w = Bf16Matrix(get("mlp.router.weight"), dir);
+    L.router = dense(get("mlp.router.weight"));
     L.router_b = ToF32(get("mlp.router.bias"));
-    L.gate_up_codes = get("mlp.experts.gate_up_proj_blocks").data;
-    L.gate_up_scales = get("mlp.experts.gate_up_proj_scales").data;
+    L.gate_up.codes = get("mlp.experts.gate_up_proj_blocks").data;
+    L.gate_up.scales = get("mlp.experts.gate_up_proj_scales").data;
+    L.gate_up.n = 2 * c.intermediate_size;
+    L.gate_up.k = c.hidden_size;
     L.gate_up_bias = ToF32(get("mlp.experts.gate_up_proj_bias"));
-    L.down_codes = get("mlp.experts.down_proj_blocks").data;
-    L.down_scales = get("mlp.experts.down_proj_scales").data;
+    L.down.codes = get("mlp.experts.down_proj_blocks").data;
+    L.down.scales = get("mlp.experts.down_proj_scales").data;
+    L.down.n = c.hidden_size;
+    L.down.k = c.intermediate_size;
     L.down_bias = ToF32(get("mlp.experts.down_proj_bias"));
   }
+  if (options.precision == Precision::kFast) model->LoadFastWeights();
   return model;
+}
+
+void GptOssModel::LoadFastWeights() {
+  const ModelConfig& c = config_;
+  const int64_t E = c.num_local_experts;
+  // MXFP4 experts -> q8 layout, one expert matrix per task; each checkpoint tensor's pages are
+  // released once all its experts are repacked, so at most one tensor is resident twice.
+  auto repack = [&](ExpertMatrices& m, const std::string& name) {
+    const size_t code_bytes = Q8Mxfp4CodeBytes(m.n, m.k), scale_bytes = Q8Mxfp4ScaleBytes(m.n, m.k);
+    m.q8_codes = ByteBuffer(E * code_bytes);
+    m.q8_scales = ByteBuffer(E * scale_bytes);
+    std::vector<int64_t> bad(E, -1);
+    GlobalPool().Run(static_cast<size_t>(E), [&](size_t e, int) {
+      size_t row = 0;
+      if (!PackMxfp4ForQ8(m.codes + e * (m.n * m.k / 2), m.scales + e * (m.n * m.k / 32), m.n, m.k,
+                          m.q8_codes.data() + e * code_bytes, m.q8_scales.data() + e * scale_bytes, &row)) {
+        bad[e] = static_cast<int64_t>(row);
+      }
+    });
+    for (int64_t e = 0; e < E; ++e) {
+      if (bad[e] >= 0) {
+        Fail(path_, ": tensor '", name, "_scales' has scale byte 255 (NaN) in expert ", e, " row ", bad[e],
+             "; the fast path cannot represent it (use --precision exact)");
+      }
+    }
+    ReleaseMappedRange(m.codes, E * m.n * m.k / 2);
+    ReleaseMappedRange(m.scales, E * m.n * m.k / 32);
+    m.codes = m.q8_codes.data();
+    m.scales = m.q8_scales.data();
+  };
+  auto quantize = [&](DenseMatrix& m, const std::string& name) {
+    if (m.k % static_cast<int64_t>(kQ8Block) != 0) {
+      Fail(path_, ": tensor '", name, "' has rows of ", m.k, " values, not a multiple of ", kQ8Block,
+           "; int8 dense weights need that (use --dense bf16)");
+    }
+    m.int8_values = ByteBuffer(Q8Int8Bytes(m.n, m.k));
+    m.int8_scales.resize(Q8PaddedColumns(m.n));
+    // Row blocks in parallel: each task quantizes whole 16-row groups into its own bytes.
+    const size_t groups = Q8PaddedColumns(m.n) / kQ8Group;
+    std::vector<int64_t> bad(groups, -1);
+    GlobalPool().ParallelFor(groups, 64, [&](size_t begin, size_t end) {
+      const size_t rows_begin = begin * kQ8Group, rows_end = std::min<size_t>(end * kQ8Group, m.n);
+      size_t row = 0;
+      if (!QuantizeBf16ToQ8Int8(m.bf16 + rows_begin * m.k, rows_end - rows_begin, m.k,
+                                m.int8_values.data() + rows_begin * m.k, &m.int8_scales[rows_begin], &row)) {
+        bad[begin] = static_cast<int64_t>(rows_begin + row);
+      }
+    });
+    for (int64_t b : bad) {
+      if (b >= 0) Fail(path_, ": tensor '", name, "' row ", b, " holds NaN or inf; it cannot be quantized to int8");
+    }
+  };
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    Layer& L = layers_[l];
+    const std::string p = StrCat("model.layers.", l, ".");
+    repack(L.gate_up, p + "mlp.experts.gate_up_proj");
+    repack(L.down, p + "mlp.experts.down_proj");
+    if (options_.dense == DenseWeights::kInt8) {
+      quantize(L.wq, p + "self_attn.q_proj.weight");
+      quantize(L.wk, p + "self_attn.k_proj.weight");
+      quantize(L.wv, p + "self_attn.v_proj.weight");
+      quantize(L.wo, p + "self_attn.o_proj.weight");
+      quantize(L.router, p + "mlp.router.weight");
+      for (DenseMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.router}) {
+        ReleaseMappedRange(m->bf16, m->n * m->k * sizeof(uint16_t));
+        m->bf16 = nullptr;
+      }
+    }
+  }
+  if (options_.dense == DenseWeights::kInt8) {
+    quantize(*lm_head_, "lm_head.weight");
+    // A tied lm_head is also the embedding table, which stays BF16.
+    if (!c.tie_word_embeddings) ReleaseMappedRange(lm_head_->bf16, lm_head_->n * lm_head_->k * sizeof(uint16_t));
+    lm_head_->bf16 = nullptr;
+  }
+}
+
+void GptOssModel::Dense(const DenseMatrix& w, const float* x, int64_t T, Q8Activations& xq, const float* bias,
+                        float* y) const {
+  if (!w.is_int8()) return MatmulBf16(x, T, w.k, w.bf16, w.n, bias, y);
+  if (xq.k == 0) QuantizeQ8(x, T, w.k, w.k, xq);  // first int8 matrix that reads x
+  TESSERA_CHECK(xq.m == static_cast<size_t>(T) && xq.k == static_cast<size_t>(w.k));
+  MatmulQ8Int8(xq, w.int8_values.data(), w.int8_scales.data(), w.n, bias, y, w.n);
 }
 
 void GptOssModel::Attention(int layer, const float* h, int64_t T, int64_t start, KvCache& cache,
                             const std::vector<float>& rope_cs, float* out) const {
   const ModelConfig& c = config_;
   const Layer& L = layers_[layer];
-  const int64_t H = c.hidden_size, D = c.head_dim, Nq = c.num_attention_heads, Nkv = c.num_key_value_heads;
+  const int64_t D = c.head_dim, Nq = c.num_attention_heads, Nkv = c.num_key_value_heads;
   const int64_t group = Nq / Nkv;
   std::vector<float> q(T * Nq * D), k(T * Nkv * D), v(T * Nkv * D);
-  MatmulBf16(h, T, H, L.wq, Nq * D, L.bq.empty() ? nullptr : L.bq.data(), q.data());
-  MatmulBf16(h, T, H, L.wk, Nkv * D, L.bk.empty() ? nullptr : L.bk.data(), k.data());
-  MatmulBf16(h, T, H, L.wv, Nkv * D, L.bv.empty() ? nullptr : L.bv.data(), v.data());
+  Q8Activations hq;  // h quantized once for the three projections (int8 dense weights only)
+  Dense(L.wq, h, T, hq, L.bq.empty() ? nullptr : L.bq.data(), q.data());
+  Dense(L.wk, h, T, hq, L.bk.empty() ? nullptr : L.bk.data(), k.data());
+  Dense(L.wv, h, T, hq, L.bv.empty() ? nullptr : L.bv.data(), v.data());
   const int64_t cs_stride = 2 * rope_.half();
   rope_.Apply(q.data(), T, Nq, Nq * D, D, rope_cs.data(), cs_stride);
   rope_.Apply(k.data(), T, Nkv, Nkv * D, D, rope_cs.data(), cs_stride);
@@ -216,19 +336,53 @@ void GptOssModel::Attention(int layer, const float* h, int64_t T, int64_t start,
   }
 }
 
+namespace {
+
+// One unit of a grouped expert matmul: expert e's rows against its columns [begin, end).
+struct ExpertChunk {
+  int64_t expert;
+  size_t begin, end;
+};
+
+// Splits every expert with rows into column chunks (multiples of kMatmulColumnTile) so that all
+// experts together give about 4 chunks per pool thread: decode (a few experts, one row each)
+// splits each expert's columns, prefill (most experts, many rows) keeps an expert whole.
+std::vector<ExpertChunk> ExpertChunks(const std::vector<int64_t>& offsets, size_t n) {
+  std::vector<int64_t> active;
+  for (size_t e = 0; e + 1 < offsets.size(); ++e) {
+    if (offsets[e + 1] > offsets[e]) active.push_back(static_cast<int64_t>(e));
+  }
+  const size_t tiles = (n + kMatmulColumnTile - 1) / kMatmulColumnTile;
+  const size_t target = static_cast<size_t>(GlobalPool().num_threads()) * 4;
+  const size_t total = tiles * active.size();
+  const size_t tiles_per_chunk = std::max<size_t>(1, std::min(tiles, (total + target - 1) / target));
+  const size_t chunk = tiles_per_chunk * kMatmulColumnTile;
+  std::vector<ExpertChunk> chunks;
+  for (int64_t e : active) {
+    for (size_t b = 0; b < n; b += chunk) chunks.push_back({e, b, std::min(n, b + chunk)});
+  }
+  return chunks;
+}
+
+}  // namespace
+
 void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
   const ModelConfig& c = config_;
   const Layer& L = layers_[layer];
+  const KernelTable& kt = ActiveKernels();
   const int64_t H = c.hidden_size, I = c.intermediate_size, E = c.num_local_experts, K = c.num_experts_per_tok;
+  const int64_t S = T * K;  // (token, slot) pairs
   const float limit = static_cast<float>(c.swiglu_limit);
   constexpr float kAlpha = 1.702f;
+  const bool fast = options_.precision == Precision::kFast;
 
   // Router: top-k of the biased logits (descending, lower id first on ties as torch.topk on
   // CPU), then softmax over those k only (gpt-oss.md §3.5.1).
+  Q8Activations hq;  // h quantized once for the router (int8) and the experts (fast)
   std::vector<float> router(T * E);
-  MatmulBf16(h, T, H, L.router_w, E, L.router_b.data(), router.data());
-  std::vector<int32_t> chosen(T * K);
-  std::vector<float> weight(T * K);
+  Dense(L.router, h, T, hq, L.router_b.data(), router.data());
+  std::vector<int32_t> chosen(S);
+  std::vector<float> weight(S);
   std::vector<int32_t> order(E);
   for (int64_t t = 0; t < T; ++t) {
     const float* r = &router[t * E];
@@ -245,41 +399,82 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
     for (int64_t j = 0; j < K; ++j) weight[t * K + j] /= sum;
   }
 
-  // Group the T*K (token, slot) pairs by expert so each expert's weights are streamed once for
-  // all its tokens; results land in per-slot rows and are combined in slot order below.
-  std::vector<std::vector<int64_t>> slots_of(E);
-  for (int64_t s = 0; s < T * K; ++s) slots_of[chosen[s]].push_back(s);
-  std::vector<float> slot_out(T * K * H);
-  const int64_t gu_row_bytes = H / 2, gu_scale_row = H / 32, dn_row_bytes = I / 2, dn_scale_row = I / 32;
-  std::vector<float> x, gu, act, y;
-  for (int64_t e = 0; e < E; ++e) {
-    const auto& slots = slots_of[e];
-    const int64_t m = static_cast<int64_t>(slots.size());
-    if (m == 0) continue;
-    x.resize(m * H);
-    for (int64_t i = 0; i < m; ++i) std::memcpy(&x[i * H], h + (slots[i] / K) * H, H * sizeof(float));
-    gu.resize(m * 2 * I);
-    MatmulMxfp4(x.data(), m, H, L.gate_up_codes + e * 2 * I * gu_row_bytes, L.gate_up_scales + e * 2 * I * gu_scale_row,
-                2 * I, &L.gate_up_bias[e * 2 * I], gu.data());
-    // swigluoai: gate clamped above only, up clamped to [-limit, limit], (up + 1) (§3.5.2).
-    act.resize(m * I);
-    for (int64_t i = 0; i < m * I; ++i) {
+  // Sort the slots by expert (counting sort, slot order kept within an expert): expert e owns
+  // rows [offsets[e], offsets[e + 1]) of the sorted buffers, so each expert's weights are
+  // streamed once for all its tokens, and all experts run as one ragged grouped matmul.
+  std::vector<int64_t> offsets(E + 1, 0);
+  for (int64_t s = 0; s < S; ++s) ++offsets[chosen[s] + 1];
+  for (int64_t e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
+  std::vector<int32_t> row_of_slot(S);  // sorted row of each slot: the combine's gather index
+  {
+    std::vector<int64_t> next(offsets.begin(), offsets.end() - 1);
+    for (int64_t s = 0; s < S; ++s) row_of_slot[s] = static_cast<int32_t>(next[chosen[s]]++);
+  }
+
+  // Expert inputs in sorted order: f32 rows (exact) or q8 rows (fast, h quantized once).
+  std::vector<float> xs;
+  Q8Activations xq;
+  if (fast) {
+    if (hq.k == 0) QuantizeQ8(h, T, H, H, hq);
+    const size_t nb = H / kQ8Block;
+    xq.m = S;
+    xq.k = H;
+    xq.q.resize(S * H);
+    xq.d.resize(S * nb);
+    xq.sum.resize(S * nb);
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t t = s / K, r = row_of_slot[s];
+      std::memcpy(&xq.q[r * H], &hq.q[t * H], H);
+      std::memcpy(&xq.d[r * nb], &hq.d[t * nb], nb * sizeof(float));
+      std::memcpy(&xq.sum[r * nb], &hq.sum[t * nb], nb * sizeof(int32_t));
+    }
+  } else {
+    xs.resize(S * H);
+    for (int64_t s = 0; s < S; ++s) std::memcpy(&xs[row_of_slot[s] * H], h + (s / K) * H, H * sizeof(float));
+  }
+
+  // One grouped matmul: y[rows of e, n] = x[rows of e, k] . W_e^T + bias_e for every expert.
+  auto grouped = [&](const ExpertMatrices& w, const std::vector<float>& bias, const float* x,
+                     const Q8Activations& q, float* y) {
+    const std::vector<ExpertChunk> chunks = ExpertChunks(offsets, w.n);
+    GlobalPool().Run(chunks.size(), [&](size_t i, int) {
+      const ExpertChunk& ch = chunks[i];
+      const int64_t row = offsets[ch.expert], m = offsets[ch.expert + 1] - row;
+      const uint8_t* codes = w.codes + ch.expert * w.code_stride();
+      const uint8_t* scales = w.scales + ch.expert * w.scale_stride();
+      const float* b = &bias[ch.expert * w.n];
+      float* yr = y + row * w.n;
+      if (fast) {
+        const size_t nb = w.k / kQ8Block;
+        const Q8Rows rows{&q.q[row * w.k], &q.d[row * nb], &q.sum[row * nb]};
+        kt.matmul_q8_mxfp4(rows, m, w.k, codes, scales, ch.begin, ch.end, b, yr, w.n);
+      } else {
+        kt.matmul_mxfp4(x + row * w.k, m, w.k, codes, scales, ch.begin, ch.end, b, yr, w.n);
+      }
+    });
+  };
+
+  std::vector<float> gu(S * 2 * I);
+  grouped(L.gate_up, L.gate_up_bias, xs.data(), xq, gu.data());
+  // swigluoai: gate clamped above only, up clamped to [-limit, limit], (up + 1) (§3.5.2).
+  std::vector<float> act(S * I);
+  GlobalPool().ParallelFor(S, 4, [&](size_t begin, size_t end) {
+    for (size_t i = begin * I; i < end * I; ++i) {
       const float g = std::min(gu[2 * i], limit);
       const float u = std::clamp(gu[2 * i + 1], -limit, limit);
       const float glu = g * (1.0f / (1.0f + std::exp(-g * kAlpha)));
       act[i] = (u + 1.0f) * glu;
     }
-    y.resize(m * H);
-    MatmulMxfp4(act.data(), m, I, L.down_codes + e * H * dn_row_bytes, L.down_scales + e * H * dn_scale_row, H,
-                &L.down_bias[e * H], y.data());
-    for (int64_t i = 0; i < m; ++i) std::memcpy(&slot_out[slots[i] * H], &y[i * H], H * sizeof(float));
-  }
-  // Combine: out[t] = sum_j weight[t, j] * slot_out[t K + j], summed in slot order j = 0..K-1
-  // (kernels.h gather_reduce: the same bits for every T and thread split, which batch invariance
-  // needs). slot_out is already in token order, so the gather index is the identity.
-  std::vector<int32_t> slot_index(T * K);
-  std::iota(slot_index.begin(), slot_index.end(), 0);
-  GatherReduce(slot_out.data(), T * K, H, slot_index.data(), weight.data(), T, K, H, out, H);
+  });
+  Q8Activations actq;
+  if (fast) QuantizeQ8(act.data(), S, I, I, actq);
+  std::vector<float> ys(S * H);
+  grouped(L.down, L.down_bias, act.data(), actq, ys.data());
+
+  // Combine: out[t] = sum_j weight[t, j] * ys[row_of_slot[t K + j]], summed in slot order
+  // j = 0..K-1 (kernels.h gather_reduce: the same bits for every T and thread split, which batch
+  // invariance needs).
+  GatherReduce(ys.data(), S, H, row_of_slot.data(), weight.data(), T, K, H, out, H);
 }
 
 void GptOssModel::Forward(std::span<const int32_t> tokens, int64_t start, KvCache& cache, LogitsMode mode,
@@ -314,7 +509,8 @@ void GptOssModel::Forward(std::span<const int32_t> tokens, int64_t start, KvCach
     const Layer& L = layers_[l];
     RmsNorm(x.data(), L.input_norm.data(), T, H, c.rms_norm_eps, h.data());
     Attention(static_cast<int>(l), h.data(), T, start, cache, rope_cs, attn.data());
-    MatmulBf16(attn.data(), T, Nq * D, L.wo, H, L.bo.empty() ? nullptr : L.bo.data(), delta.data());
+    Q8Activations attn_q;
+    Dense(L.wo, attn.data(), T, attn_q, L.bo.empty() ? nullptr : L.bo.data(), delta.data());
     for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
     RmsNorm(x.data(), L.post_norm.data(), T, H, c.rms_norm_eps, h.data());
     Moe(static_cast<int>(l), h.data(), T, delta.data());
@@ -330,7 +526,8 @@ void GptOssModel::Forward(std::span<const int32_t> tokens, int64_t start, KvCach
   const float* last = &x[(T - rows) * H];
   RmsNorm(last, final_norm_.data(), rows, H, c.rms_norm_eps, h.data());
   logits.resize(rows * c.vocab_size);
-  MatmulBf16(h.data(), rows, H, lm_head_, c.vocab_size, nullptr, logits.data());
+  Q8Activations hq;
+  Dense(*lm_head_, h.data(), rows, hq, nullptr, logits.data());
 }
 
 }  // namespace tessera

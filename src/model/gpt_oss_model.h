@@ -20,6 +20,7 @@
 
 #include "io/config.h"
 #include "io/safetensors.h"
+#include "kernels/q8.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
 
@@ -27,15 +28,30 @@ namespace tessera {
 
 enum class LogitsMode { kNone, kLast, kAll };
 
+// kExact: float32 activations through the exact kernels (kernels.h matmul_bf16 / matmul_mxfp4),
+// weights used in place from the mapped checkpoint: the path the golden tests hold to the
+// reference. kFast: the MXFP4 experts are repacked at load into the q8 layout and multiplied
+// against int8 activations (kernels/q8.h); accuracy cost in docs/ACCURACY.md.
+enum class Precision { kExact, kFast };
+// Attention projections, router and lm_head: kBf16 as stored, or kInt8 (per-row scales,
+// quantized at load; kFast only). The embedding table stays BF16 (it is read a row at a time).
+enum class DenseWeights { kBf16, kInt8 };
+
+struct ModelOptions {
+  Precision precision = Precision::kExact;
+  DenseWeights dense = DenseWeights::kBf16;
+};
+
 class GptOssModel {
  public:
   // Loads `path` (a Hugging Face gpt-oss directory, or a .safetensors file beside config.json).
   // Checks every tensor against the gpt-oss description and throws tessera::Error naming the
   // directory and the first problem (missing / misshapen tensor, unsupported architecture).
-  static std::unique_ptr<GptOssModel> Load(const std::string& path);
+  static std::unique_ptr<GptOssModel> Load(const std::string& path, const ModelOptions& options = {});
   ~GptOssModel();
 
   const ModelConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; }
   const GenerationConfig& generation_config() const { return generation_config_; }
   const std::string& path() const { return path_; }
   int64_t vocab_size() const { return config_.vocab_size; }
@@ -54,12 +70,19 @@ class GptOssModel {
 
  private:
   struct Layer;
+  struct DenseMatrix;
   GptOssModel() = default;
+  void LoadFastWeights();
+  // y[T, n] = x[T, k] . W^T + bias through W's path (BF16 exact or q8 int8); xq: x quantized
+  // (kernels/q8.h), made here on first use when W needs it and xq is empty.
+  void Dense(const DenseMatrix& w, const float* x, int64_t T, Q8Activations& xq, const float* bias,
+             float* y) const;
   void Attention(int layer, const float* h, int64_t T, int64_t start, KvCache& cache,
                  const std::vector<float>& rope_cs, float* out) const;
   void Moe(int layer, const float* h, int64_t T, float* out) const;
 
   std::string path_;
+  ModelOptions options_;
   ModelConfig config_;
   GenerationConfig generation_config_;
   WeightStore store_;
@@ -67,8 +90,8 @@ class GptOssModel {
   uint64_t weight_bytes_ = 0;
   uint64_t parameters_ = 0;
 
-  const uint16_t* embed_ = nullptr;    // [V, H] bf16
-  const uint16_t* lm_head_ = nullptr;  // [V, H] bf16
+  const uint16_t* embed_ = nullptr;  // [V, H] bf16
+  std::unique_ptr<DenseMatrix> lm_head_;  // [V, H]
   std::vector<float> final_norm_;      // [H]
   std::vector<Layer> layers_;
 };

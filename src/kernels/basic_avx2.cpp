@@ -45,6 +45,7 @@ void FillAvx2Kernels(KernelTable& t) {
   t.dot_bf16_f32_isa = "avx2";
   FillAvx2Matmul(t);  // matmul_avx2.cpp
   FillAvx2Rope(t);  // rope_avx2.cpp
+  FillAvx2Attention(t);  // attention_avx2.cpp
   FillAvx2GatherReduce(t);  // gather_reduce_avx2.cpp
 }
 

@@ -47,6 +47,7 @@ void FillAvx512Kernels(KernelTable& t) {
   t.dot_bf16_f32_isa = "avx512";
   FillAvx512Matmul(t);  // matmul_avx512.cpp
   FillAvx512Rope(t);  // rope_avx512.cpp
+  FillAvx512Attention(t);  // attention_avx512.cpp
   FillAvx512GatherReduce(t);  // gather_reduce_avx512.cpp
 }
 

@@ -38,6 +38,7 @@ struct KernelTable {
   const char* quantize_q8_isa;
   const char* matmul_q8_mxfp4_isa;
   const char* matmul_q8_int8_isa;
+  const char* attend_isa;
 
   // dst[i] = float(src[i]) for i < n. Exact.
   void (*convert_bf16_f32)(const uint16_t* src, float* dst, size_t n);
@@ -88,6 +89,17 @@ struct KernelTable {
   void (*gather_reduce)(const float* op, size_t ldop, const int32_t* idx, const float* w, size_t groups,
                         size_t r, size_t k, float* out, size_t ldo);
 
+  // Softmax attention of one query q[d] over n positions with a sink logit (gpt-oss.md §3.4.6):
+  //   s_j = scale * <q, k_j>;  p = softmax over {sink, s_0 .. s_{n-1}};  out[d] = sum_j p_j v_j
+  // (the sink has no value row). Row j of keys/values starts at k_rows[j] + offset /
+  // v_rows[j] + offset (elements: BF16 or f32 KV cache). scratch holds n floats. Summation
+  // order and the exp implementation vary by ISA (vector exp within 2 ulp); the result depends
+  // only on q and the n rows, never on other queries computed alongside (batch invariance).
+  void (*attend_bf16)(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows,
+                      size_t offset, size_t n, float scale, float sink, float* scratch, float* out);
+  void (*attend_f32)(const float* q, size_t d, const float* const* k_rows, const float* const* v_rows,
+                     size_t offset, size_t n, float scale, float sink, float* scratch, float* out);
+
   // The q8 path (kernels/q8.h defines the quantizer, the packed weight layouts and the exact
   // result every ISA reproduces bit for bit).
   // Quantizes one row of k floats (k % 32 == 0): q [k], d [k/32], sum [k/32].
@@ -116,6 +128,9 @@ void FillAvx512Rope(KernelTable& table);
 // gather_reduce entries (gather_reduce_avx2.cpp / gather_reduce_avx512.cpp), likewise.
 void FillAvx2GatherReduce(KernelTable& table);
 void FillAvx512GatherReduce(KernelTable& table);
+// attend_* entries (attention_avx2.cpp / attention_avx512.cpp).
+void FillAvx2Attention(KernelTable& table);
+void FillAvx512Attention(KernelTable& table);
 // q8 entries (q8_avx2.cpp; q8_avx512vnni.cpp, used only when the CPU has AVX512-VNNI).
 void FillAvx2Q8(KernelTable& table);
 void FillAvx512VnniQ8(KernelTable& table);

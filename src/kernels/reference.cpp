@@ -89,6 +89,47 @@ void GatherReduce(const float* op, size_t ldop, const int32_t* idx, const float*
   }
 }
 
+template <typename Elem>
+void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
+            float scale, float sink, float* scores, float* out) {
+  auto load = [](const Elem* p, size_t i) {
+    if constexpr (sizeof(Elem) == 2) {
+      return Bf16ToF32(p[i]);
+    } else {
+      return p[i];
+    }
+  };
+  float max_score = sink;
+  for (size_t j = 0; j < n; ++j) {
+    const Elem* k = k_rows[j] + offset;
+    float dot = 0.0f;
+    for (size_t c = 0; c < d; ++c) dot += q[c] * load(k, c);
+    scores[j] = dot * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  float denom = std::exp(sink - max_score);
+  for (size_t j = 0; j < n; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    denom += scores[j];
+  }
+  std::fill(out, out + d, 0.0f);
+  for (size_t j = 0; j < n; ++j) {
+    const float p = scores[j] / denom;
+    const Elem* v = v_rows[j] + offset;
+    for (size_t c = 0; c < d; ++c) out[c] += p * load(v, c);
+  }
+}
+
+void AttendBf16(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows, size_t offset,
+                size_t n, float scale, float sink, float* scratch, float* out) {
+  Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
+}
+
+void AttendF32(const float* q, size_t d, const float* const* k_rows, const float* const* v_rows, size_t offset,
+               size_t n, float scale, float sink, float* scratch, float* out) {
+  Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
+}
+
 // kernels/q8.h: blocks whose largest magnitude is below this are quantized as zeros (127 / amax
 // must stay finite; such values cannot matter next to any normal activation).
 constexpr float kQ8TinyAmax = 1e-30f;
@@ -191,6 +232,9 @@ void FillReferenceKernels(KernelTable& t) {
   t.rope_apply_isa = "scalar";
   t.gather_reduce = GatherReduce;
   t.gather_reduce_isa = "scalar";
+  t.attend_bf16 = AttendBf16;
+  t.attend_f32 = AttendF32;
+  t.attend_isa = "scalar";
   t.quantize_q8 = QuantizeQ8;
   t.quantize_q8_isa = "scalar";
   t.matmul_q8_mxfp4 = MatmulQ8Mxfp4;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/buffer.h"
@@ -77,8 +78,6 @@ const uint16_t* Bf16Matrix(const TensorView& t, const std::string& source) {
   return reinterpret_cast<const uint16_t*>(t.data);
 }
 
-inline float LoadKv(const uint16_t* p, int64_t i) { return Bf16ToF32(p[i]); }
-inline float LoadKv(const float* p, int64_t i) { return p[i]; }
 inline void StoreKv(uint16_t* p, int64_t i, float v) { p[i] = F32ToBf16(v); }
 inline void StoreKv(float* p, int64_t i, float v) { p[i] = v; }
 
@@ -287,6 +286,14 @@ void GptOssModel::Attention(int layer, const float* h, int64_t T, int64_t start,
     };
     const int64_t window = L.sliding ? c.sliding_window.value_or(start + T) : start + T;
     const float scale = rope_.attention_scale();
+    // Row pointers of every position some query of this batch sees, [lo, start + T).
+    const int64_t lo = std::max<int64_t>(0, start - window + 1);
+    std::vector<const Elem*> krows(start + T - lo), vrows(start + T - lo);
+    for (int64_t pos = lo; pos < start + T; ++pos) {
+      krows[pos - lo] = key_row(pos);
+      vrows[pos - lo] = value_row(pos);
+    }
+    const KernelTable& kt = ActiveKernels();
     ThreadPool& pool = GlobalPool();
     std::vector<std::vector<float>> scratch(pool.num_threads());
     pool.Run(static_cast<size_t>(T * Nq), [&](size_t task, int thread) {
@@ -299,26 +306,11 @@ void GptOssModel::Attention(int layer, const float* h, int64_t T, int64_t start,
       std::vector<float>& scores = scratch[thread];
       scores.resize(n);
       const float* qv = &q[(t * Nq + hd) * D];
-      float max_score = L.sinks[hd];
-      for (int64_t j = 0; j < n; ++j) {
-        const Elem* kr = key_row(first + j) + kvh * D;
-        float dot = 0.0f;
-        for (int64_t d = 0; d < D; ++d) dot += qv[d] * LoadKv(kr, d);
-        scores[j] = dot * scale;
-        max_score = std::max(max_score, scores[j]);
-      }
-      // The sink is one more logit in the softmax with no value vector (gpt-oss.md §3.4.6).
-      float denom = std::exp(L.sinks[hd] - max_score);
-      for (int64_t j = 0; j < n; ++j) {
-        scores[j] = std::exp(scores[j] - max_score);
-        denom += scores[j];
-      }
       float* o = out + (t * Nq + hd) * D;
-      std::fill(o, o + D, 0.0f);
-      for (int64_t j = 0; j < n; ++j) {
-        const float p = scores[j] / denom;
-        const Elem* vr = value_row(first + j) + kvh * D;
-        for (int64_t d = 0; d < D; ++d) o[d] += p * LoadKv(vr, d);
+      if constexpr (std::is_same_v<Elem, uint16_t>) {
+        kt.attend_bf16(qv, D, &krows[first - lo], &vrows[first - lo], kvh * D, n, scale, L.sinks[hd], scores.data(), o);
+      } else {
+        kt.attend_f32(qv, D, &krows[first - lo], &vrows[first - lo], kvh * D, n, scale, L.sinks[hd], scores.data(), o);
       }
     });
     // Keep what the next calls need: every position for full layers, the newest `capacity`

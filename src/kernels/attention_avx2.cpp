@@ -1,0 +1,106 @@
+// AVX2 + FMA attention of one query against n key/value rows (KernelTable::attend_bf16 /
+// attend_f32), 8 channels / scores per step with scalar tails; polynomial exp as in
+// attention_avx512.cpp (|relative error| < 2 ulp). Summation orders differ from the scalar
+// reference; each query's result depends only on its own inputs (batch invariance).
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+
+namespace tessera {
+namespace {
+
+inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 Load8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline float Load1(const float* p) { return *p; }
+inline float Load1(const uint16_t* p) { return Bf16ToF32(*p); }
+
+inline float HorizontalSum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+// exp(x) for x <= 0; inputs below -87 are clamped (about 1e-38, irrelevant next to the max's 1).
+inline __m256 Exp(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  // n >= -126 here, so 2^n is a normal float built from its exponent bits.
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+template <typename Elem>
+void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
+            float scale, float sink, float* scores, float* out) {
+  const size_t d8 = d / 8 * 8;
+  float max_score = sink;
+  for (size_t j = 0; j < n; ++j) {
+    const Elem* k = k_rows[j] + offset;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t c = 0; c < d8; c += 8) acc = _mm256_fmadd_ps(Load8(q + c), Load8(k + c), acc);
+    float dot = HorizontalSum(acc);
+    for (size_t c = d8; c < d; ++c) dot += q[c] * Load1(k + c);
+    scores[j] = dot * scale;
+    max_score = scores[j] > max_score ? scores[j] : max_score;
+  }
+  const size_t n8 = n / 8 * 8;
+  const __m256 vmax = _mm256_set1_ps(max_score);
+  __m256 sum = _mm256_setzero_ps();
+  for (size_t j = 0; j < n8; j += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vmax));
+    _mm256_storeu_ps(scores + j, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  float total = HorizontalSum(sum) + std::exp(sink - max_score);
+  for (size_t j = n8; j < n; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    total += scores[j];
+  }
+  const float inv = 1.0f / total;
+  for (size_t c = 0; c < d8; c += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t j = 0; j < n; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), Load8(v_rows[j] + offset + c), acc);
+    _mm256_storeu_ps(out + c, _mm256_mul_ps(acc, _mm256_set1_ps(inv)));
+  }
+  for (size_t c = d8; c < d; ++c) {
+    float acc = 0.0f;
+    for (size_t j = 0; j < n; ++j) acc += scores[j] * Load1(v_rows[j] + offset + c);
+    out[c] = acc * inv;
+  }
+}
+
+void AttendBf16(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows, size_t offset,
+                size_t n, float scale, float sink, float* scratch, float* out) {
+  Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
+}
+
+void AttendF32(const float* q, size_t d, const float* const* k_rows, const float* const* v_rows, size_t offset,
+               size_t n, float scale, float sink, float* scratch, float* out) {
+  Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
+}
+
+}  // namespace
+
+void FillAvx2Attention(KernelTable& t) {
+  t.attend_bf16 = AttendBf16;
+  t.attend_f32 = AttendF32;
+  t.attend_isa = "avx2";
+}
+
+}  // namespace tessera

@@ -1,0 +1,91 @@
+// AVX-512 attention of one query against n key/value rows (KernelTable::attend_bf16 / attend_f32):
+// the dot products run 16 channels per FMA, the softmax exponentials 16 scores at a time with a
+// polynomial exp (|relative error| < 2 ulp), the weighted value sum 16 channels per FMA. The
+// summation orders differ from the scalar reference (kernels.h allows it); each query's result
+// depends only on its own inputs, so batch invariance holds.
+#include <immintrin.h>
+
+#include "kernels/kernels.h"
+
+namespace tessera {
+namespace {
+
+inline __mmask16 TailMask(size_t remaining) {
+  return remaining >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << remaining) - 1);
+}
+
+inline __m512 Load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 Load16(const uint16_t* p, __mmask16 m) {
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// exp(x) for x <= 0 (scores minus their maximum); inputs below -87 give about 1e-38 instead of
+// smaller values, which cannot matter next to the maximum's 1.
+inline __m512 Exp(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+template <typename Elem>
+void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
+            float scale, float sink, float* scores, float* out) {
+  float max_score = sink;
+  for (size_t j = 0; j < n; ++j) {
+    const Elem* k = k_rows[j] + offset;
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t c = 0; c < d; c += 16) {
+      const __mmask16 m = TailMask(d - c);
+      acc = _mm512_fmadd_ps(Load16(q + c, m), Load16(k + c, m), acc);
+    }
+    scores[j] = _mm512_reduce_add_ps(acc) * scale;
+    max_score = scores[j] > max_score ? scores[j] : max_score;
+  }
+  // The sink is one more logit in the softmax with no value vector (gpt-oss.md §3.4.6).
+  const __m512 vmax = _mm512_set1_ps(max_score);
+  __m512 sum = _mm512_maskz_mov_ps(1, Exp(_mm512_sub_ps(_mm512_set1_ps(sink), vmax)));
+  for (size_t j = 0; j < n; j += 16) {
+    const __mmask16 m = TailMask(n - j);
+    const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmax)));
+    _mm512_mask_storeu_ps(scores + j, m, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  const float inv = 1.0f / _mm512_reduce_add_ps(sum);
+  for (size_t c = 0; c < d; c += 16) {
+    const __mmask16 m = TailMask(d - c);
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t j = 0; j < n; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), Load16(v_rows[j] + offset + c, m), acc);
+    _mm512_mask_storeu_ps(out + c, m, _mm512_mul_ps(acc, _mm512_set1_ps(inv)));
+  }
+}
+
+void AttendBf16(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows, size_t offset,
+                size_t n, float scale, float sink, float* scratch, float* out) {
+  Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
+}
+
+void AttendF32(const float* q, size_t d, const float* const* k_rows, const float* const* v_rows, size_t offset,
+               size_t n, float scale, float sink, float* scratch, float* out) {
+  Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
+}
+
+}  // namespace
+
+void FillAvx512Attention(KernelTable& t) {
+  t.attend_bf16 = AttendBf16;
+  t.attend_f32 = AttendF32;
+  t.attend_isa = "avx512";
+}
+
+}  // namespace tessera

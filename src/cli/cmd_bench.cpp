@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "core/bandwidth.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/gpt_oss_model.h"
@@ -112,6 +113,17 @@ void RunBench(const BenchArgs& a) {
     results.push_back(r);
   }
 
+  // The decode roofline, measured in this run: read bandwidth with the pool's threads over 1 GiB
+  // (best of 5), divided by the bytes a decode step reads, averaged over the tg positions.
+  double bandwidth = 0.0, tg_bytes = 0.0;
+  if (a.gen > 0) {
+    bandwidth = MeasureReadBandwidth(size_t{1} << 30, GlobalPool().num_threads(), 5);
+    const size_t kv_bytes = kv == KvType::kBF16 ? 2 : 4;
+    for (int64_t i = 0; i < a.gen; ++i) tg_bytes += model->DecodeBytes(i, kv_bytes);
+    tg_bytes /= static_cast<double>(a.gen);
+  }
+  const double roofline = tg_bytes > 0 ? bandwidth / tg_bytes : 0.0;
+
   const std::string label = ModelLabel(*model);
   const double bytes = static_cast<double>(model->weight_bytes());
   const double params = static_cast<double>(model->parameters());
@@ -122,7 +134,14 @@ void RunBench(const BenchArgs& a) {
       out.push_back({{"model", label}, {"model_path", model->path()}, {"size_bytes", model->weight_bytes()},
                      {"params", model->parameters()}, {"backend", "CPU"}, {"threads", threads},
                      {"kv_type", a.kv_type}, {"test", r.test}, {"n_prompt", r.n_prompt}, {"n_gen", r.n_gen},
-                     {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"samples_ts", r.samples}});
+                     {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"samples_ts", r.samples},
+                     {"precision", a.model_args.precision}, {"dense", a.model_args.dense}});
+      if (r.n_gen > 0) {
+        out.back()["read_bandwidth_gbs"] = bandwidth * 1e-9;
+        out.back()["bytes_per_token"] = tg_bytes;
+        out.back()["roofline_ts"] = roofline;
+        out.back()["roofline_fraction"] = r.mean() / roofline;
+      }
     }
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -142,6 +161,13 @@ void RunBench(const BenchArgs& a) {
     std::snprintf(ts, sizeof(ts), "%.2f ± %.2f", r.mean(), r.sd());
     std::printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %20s |\n", label.c_str(), size, params_text, "CPU", threads,
                 r.test.c_str(), ts);
+  }
+  std::printf("\nprecision %s, dense weights %s\n", a.model_args.precision.c_str(), a.model_args.dense.c_str());
+  for (const Result& r : results) {
+    if (r.n_gen == 0) continue;
+    std::printf("%s roofline: %.2f GB/s read bandwidth (%d threads, measured now) / %.3f GB per token = %.2f t/s; "
+                "reached %.2f of it\n",
+                r.test.c_str(), bandwidth * 1e-9, threads, tg_bytes * 1e-9, roofline, r.mean() / roofline);
   }
 }
 

@@ -245,6 +245,24 @@ void GptOssModel::LoadFastWeights() {
   }
 }
 
+double GptOssModel::DecodeBytes(int64_t position, size_t kv_element_bytes) const {
+  const ModelConfig& c = config_;
+  auto dense = [](const DenseMatrix& m) {
+    return m.is_int8() ? static_cast<double>(m.n * m.k + m.n * sizeof(float)) : 2.0 * m.n * m.k;
+  };
+  // MXFP4 expert matrix [n, k]: k/2 code bytes and k/32 scale bytes per row, in both layouts.
+  auto expert = [](const ExpertMatrices& m) { return static_cast<double>(m.n) * (m.k / 2 + m.k / 32); };
+  double bytes = dense(*lm_head_) + 2.0 * c.hidden_size;
+  const double kv_row = 2.0 * c.num_key_value_heads * c.head_dim * kv_element_bytes;  // key + value
+  for (const Layer& L : layers_) {
+    bytes += dense(L.wq) + dense(L.wk) + dense(L.wv) + dense(L.wo) + dense(L.router);
+    bytes += c.num_experts_per_tok * (expert(L.gate_up) + expert(L.down));
+    const int64_t window = L.sliding ? c.sliding_window.value_or(position + 1) : position + 1;
+    bytes += kv_row * static_cast<double>(std::min(position + 1, window));
+  }
+  return bytes;
+}
+
 void GptOssModel::Dense(const DenseMatrix& w, const float* x, int64_t T, Q8Activations& xq, const float* bias,
                         float* y) const {
   if (!w.is_int8()) return MatmulBf16(x, T, w.k, w.bf16, w.n, bias, y);

@@ -59,6 +59,13 @@ class GptOssModel {
   uint64_t weight_bytes() const { return weight_bytes_; }
   // Logical parameter count (MXFP4 codes count 2 weights per byte).
   uint64_t parameters() const { return parameters_; }
+  // Bytes one decode step at `position` must read from memory in this model's weight formats:
+  // every dense matrix (attention, router, lm_head) and the embedding row once, top_k experts'
+  // gate_up and down (codes, scales) per layer, and the keys and values the attention reads
+  // (min(position + 1, window) rows on sliding layers, position + 1 on full ones) at
+  // `kv_element_bytes` each. Norms and biases (a few KB per layer) are left out. The decode
+  // roofline is measured read bandwidth / this.
+  double DecodeBytes(int64_t position, size_t kv_element_bytes) const;
 
   // Runs `tokens` at positions [start, start + T) against `cache`, which must hold at least
   // `start` positions; positions >= start already in the cache are dropped first (roll back).

@@ -8,6 +8,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libzstd-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev
   zstd
+  openmpi-bin libopenmpi-dev  # dist/: tensor parallelism over MPI (mpirun in the tests)
+  iproute2                    # network namespaces for the multi-host MPI tests and benchmarks
 )
 
 missing=()

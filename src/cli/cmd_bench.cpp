@@ -2,6 +2,15 @@
 // tokens into an empty cache) and generation (tg<N>: N single-token decode steps from an empty
 // cache). Each test runs -r times after one untimed warm-up; the table shows mean ± standard
 // deviation of tokens per second, in llama-bench's table shape (ecosystem.md §3).
+//
+// --spec-cost: the verification cost of speculative decoding instead (engine/speculative.h).
+// After a prefill of -p random tokens, each repetition times, at that position, one decode step
+// (1 token) and one verification of k + 1 tokens for k = 1..8 (logits for every row, as the
+// generator asks), interleaved so machine load drifts hit every k alike, rolling the cache back
+// after each. c(k) = median verify time / median decode time, next to the byte ratio
+// bytes(k + 1) / bytes(1) (shared weights once, expected distinct experts under independent
+// routing) and the speedup (1 - a^(k+1)) / (1 - a) / c(k) it implies at i.i.d. acceptance a.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +25,7 @@
 #include "core/bandwidth.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/speculative.h"
 #include "model/gpt_oss_model.h"
 
 namespace tessera::cli {
@@ -29,6 +39,7 @@ struct BenchArgs {
   std::string kv_type = "bf16";
   bool json = false;
   ModelArgs model_args;
+  bool spec_cost = false;
 };
 
 // llama.cpp's label for the published checkpoints ("gpt-oss 20B MXFP4 MoE"); other shapes get
@@ -67,9 +78,99 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void RunSpecCost(const BenchArgs& a, const GptOssModel& model) {
+  constexpr int64_t kMaxK = 8;
+  const double kAlphas[] = {0.5, 0.7, 0.9};
+  const int64_t P = std::max(1, a.prompt);
+  KvCache cache(model.config(), P + kMaxK + 1, ParseKvType(a.kv_type));
+  std::mt19937 rng(4321);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size()) - 1);
+  std::vector<int32_t> ids(P);
+  for (auto& t : ids) t = token(rng);
+  std::vector<float> logits;
+  model.Forward(ids, 0, cache, LogitsMode::kLast, logits);
+  std::vector<std::vector<double>> seconds(kMaxK + 1);
+  for (int rep = -1; rep < a.reps; ++rep) {  // rep -1: untimed warm-up of every shape
+    for (int64_t k = 0; k <= kMaxK; ++k) {
+      ids.resize(k + 1);
+      for (auto& t : ids) t = token(rng);
+      const auto t0 = std::chrono::steady_clock::now();
+      model.Forward(ids, P, cache, LogitsMode::kAll, logits);
+      const double s = Seconds(t0, std::chrono::steady_clock::now());
+      cache.Truncate(P);
+      if (rep >= 0) seconds[k].push_back(s);
+    }
+  }
+  const double bandwidth = MeasureReadBandwidth(size_t{1} << 30, GlobalPool().num_threads(), 5);
+  const DecodeByteModel bytes = DecodeBytesOf(model.config(), model.options());
+  const double one = bytes.Bytes(1, ExpectedDistinctExperts(bytes.experts, bytes.top_k, 1));
+  std::vector<double> c(kMaxK + 1), ratio(kMaxK + 1), distinct(kMaxK + 1), ms(kMaxK + 1);
+  for (int64_t k = 0; k <= kMaxK; ++k) {
+    ms[k] = Median(seconds[k]) * 1e3;
+    c[k] = ms[k] / ms[0];
+    distinct[k] = ExpectedDistinctExperts(bytes.experts, bytes.top_k, k + 1);
+    ratio[k] = bytes.Bytes(k + 1, distinct[k]) / one;
+  }
+  auto speedup = [&](double alpha, int64_t k) { return ExpectedTokensIid(alpha, k) / c[k]; };
+  if (a.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (int64_t k = 0; k <= kMaxK; ++k) {
+      nlohmann::json sp;
+      for (double alpha : kAlphas) sp[std::to_string(alpha).substr(0, 3)] = speedup(alpha, k);
+      std::vector<double> samples_ms;
+      for (double s : seconds[k]) samples_ms.push_back(s * 1e3);
+      rows.push_back({{"k", k}, {"tokens", k + 1}, {"median_ms", ms[k]}, {"samples_ms", samples_ms},
+                      {"c", c[k]}, {"expected_distinct_experts", distinct[k]}, {"bytes_ratio", ratio[k]},
+                      {"c_over_bytes_ratio", c[k] / ratio[k]}, {"speedup", sp}});
+    }
+    nlohmann::json out = {{"model", ModelLabel(model)}, {"model_path", model.path()},
+                          {"precision", a.model_args.precision}, {"dense", a.model_args.dense},
+                          {"threads", GlobalPool().num_threads()}, {"position", P}, {"repetitions", a.reps},
+                          {"read_bandwidth_gbs", bandwidth * 1e-9}, {"bytes_per_token", one}, {"rows", rows}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("%s, %s precision, %s dense weights, %d threads, position %lld, medians of %d\n",
+              ModelLabel(model).c_str(), a.model_args.precision.c_str(), a.model_args.dense.c_str(),
+              GlobalPool().num_threads(), static_cast<long long>(P), a.reps);
+  std::printf("read bandwidth %.2f GB/s (measured now); one token reads %.3f GB (weights, no KV)\n\n",
+              bandwidth * 1e-9, one * 1e-9);
+  std::printf("|  k | tokens | median ms |  c(k) | distinct experts/layer | bytes ratio | c / bytes ratio "
+              "| GB/s |\n");
+  std::printf("|---:|-------:|----------:|------:|-----------------------:|------------:|----------------:"
+              "|-----:|\n");
+  for (int64_t k = 0; k <= kMaxK; ++k) {
+    std::printf("| %2lld | %6lld | %9.1f | %5.2f | %22.1f | %11.2f | %15.2f | %4.1f |\n", static_cast<long long>(k),
+                static_cast<long long>(k + 1), ms[k], c[k], distinct[k], ratio[k], c[k] / ratio[k],
+                bytes.Bytes(k + 1, distinct[k]) / (ms[k] * 1e-3) * 1e-9);
+  }
+  std::printf("\nspeedup E(k) / c(k) at i.i.d. acceptance a, E(k) = (1 - a^(k+1)) / (1 - a):\n\n");
+  std::printf("|   a |");
+  for (int64_t k = 1; k <= kMaxK; ++k) std::printf("  k=%lld |", static_cast<long long>(k));
+  std::printf(" best k | best speedup |\n|----:|");
+  for (int64_t k = 1; k <= kMaxK; ++k) std::printf("-----:|");
+  std::printf("-------:|-------------:|\n");
+  for (double alpha : kAlphas) {
+    int64_t best = 0;
+    std::printf("| %.1f |", alpha);
+    for (int64_t k = 1; k <= kMaxK; ++k) {
+      std::printf(" %5.2f |", speedup(alpha, k));
+      if (speedup(alpha, k) > speedup(alpha, best)) best = k;
+    }
+    std::printf(" %6lld | %12.2f |\n", static_cast<long long>(best), speedup(alpha, best));
+  }
+}
+
 void RunBench(const BenchArgs& a) {
   if (a.prompt < 0 || a.gen < 0 || a.reps < 1) Fail("bench: -p and -n must be >= 0 and -r >= 1");
   const auto model = GptOssModel::Load(a.model, ToModelOptions(a.model_args));
+  if (a.spec_cost) return RunSpecCost(a, *model);
   const KvType kv = ParseKvType(a.kv_type);
   const int64_t context = std::max(1, std::max(a.prompt, a.gen));
   std::mt19937 rng(1234);
@@ -187,6 +288,8 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_flag("--json", args->json, "print a JSON array instead of the table");
   AddModelOptions(cmd, args->model_args, "fast");
+  cmd->add_flag("--spec-cost", args->spec_cost,
+                "measure the speculative verification cost c(k), k = 1..8, at position -p instead (-n ignored)");
   cmd->callback([args] { RunBench(*args); });
 }
 

@@ -5,11 +5,14 @@
 // and streams the decoded output. --json prints one object instead:
 //   {"text", "analysis", "raw_text", "tokens", "prompt_tokens", "finish_reason", "seed",
 //    "timings": {"prefill_ms", "decode_ms", "prefill_tok_s", "decode_tok_s"}}
+// plus, with --spec ngram, "spec": {"proposed", "accepted", "acceptance_rate",
+// "mean_accepted_len", "verify_steps", "decode_steps", "method", "k", "min_n", "max_n"}.
 // chat: an interactive loop over stdin lines; the conversation is kept and re-rendered each
 // turn, and the KV cache reuses the common prefix. "/analysis" toggles showing the chain of
 // thought, "/reset" clears the history, "/exit" (or end of input) quits.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -25,6 +28,7 @@
 #include "engine/generator.h"
 #include "engine/harmony.h"
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera::cli {
@@ -47,6 +51,16 @@ struct RunArgs {
   bool json = false;
   bool show_analysis = false;
   ModelArgs model_args;
+  // Speculative decoding (engine/speculative.h). The option pointers tell which were given.
+  std::string spec = "none";
+  int64_t spec_k = kDefaultSpecK;
+  int64_t spec_min_n = kDefaultNgramMinN;
+  int64_t spec_max_n = kDefaultNgramMaxN;
+  bool spec_fixed_k = false;
+  CLI::Option* spec_k_opt = nullptr;
+  CLI::Option* spec_min_n_opt = nullptr;
+  CLI::Option* spec_max_n_opt = nullptr;
+  CLI::Option* spec_fixed_k_opt = nullptr;
 };
 
 void AddRunOptions(CLI::App* cmd, RunArgs& a) {
@@ -71,6 +85,46 @@ void AddRunOptions(CLI::App* cmd, RunArgs& a) {
   cmd->add_option("--developer", a.developer, "developer instructions (what other tools call the system prompt)");
   cmd->add_flag("--show-analysis", a.show_analysis, "also print the analysis channel (chain of thought)");
   AddModelOptions(cmd, a.model_args, "fast");
+  cmd->add_option("--spec", a.spec, "speculative decoding: ngram (drafts copied from the prompt and output) or none")
+      ->capture_default_str();
+  a.spec_k_opt =
+      cmd->add_option("--spec-k", a.spec_k, "most drafted tokens per step (the cost model picks 0..K each step)")
+          ->capture_default_str();
+  a.spec_min_n_opt = cmd->add_option("--spec-min-n", a.spec_min_n, "shortest suffix n-gram matched for a draft")
+                         ->capture_default_str();
+  a.spec_max_n_opt =
+      cmd->add_option("--spec-max-n", a.spec_max_n, "longest suffix n-gram matched (the longest match wins)")
+          ->capture_default_str();
+  a.spec_fixed_k_opt = cmd->add_flag("--spec-fixed-k", a.spec_fixed_k,
+                                     "draft every token available up to K (no cost model)");
+}
+
+// --spec options -> SpecOptions, with one-line errors naming the flags. When only one of
+// --spec-min-n / --spec-max-n is given, the other keeps its default unless the two would cross;
+// then it takes the given value (as vLLM sets the missing one to the given one).
+SpecOptions ParseSpecArgs(const RunArgs& a) {
+  SpecOptions o;
+  if (a.spec != "ngram" && a.spec != "none") Fail("unknown --spec method '", a.spec, "' (expected ngram or none)");
+  o.method = ParseSpecMethod(a.spec);
+  if (o.method == SpecMethod::kNone) {
+    for (const CLI::Option* opt : {a.spec_k_opt, a.spec_min_n_opt, a.spec_max_n_opt, a.spec_fixed_k_opt}) {
+      if (opt->count() > 0) Fail(opt->get_name(), " needs --spec ngram");
+    }
+    return o;
+  }
+  if (a.spec_k < 0) Fail("--spec-k must be >= 0 (got ", a.spec_k, ")");
+  if (a.spec_min_n < 1) Fail("--spec-min-n must be >= 1 (got ", a.spec_min_n, ")");
+  if (a.spec_max_n < 1) Fail("--spec-max-n must be >= 1 (got ", a.spec_max_n, ")");
+  o.k = a.spec_k;
+  o.min_n = a.spec_min_n;
+  o.max_n = a.spec_max_n;
+  const bool min_given = a.spec_min_n_opt->count() > 0, max_given = a.spec_max_n_opt->count() > 0;
+  if (min_given && !max_given) o.max_n = std::max(o.max_n, o.min_n);
+  if (max_given && !min_given) o.min_n = std::min(o.min_n, o.max_n);
+  if (o.min_n > o.max_n) Fail("--spec-min-n ", o.min_n, " is larger than --spec-max-n ", o.max_n);
+  o.adaptive = !a.spec_fixed_k;
+  ValidateSpecOptions(o);
+  return o;
 }
 
 struct Session {
@@ -79,12 +133,14 @@ struct Session {
   std::unique_ptr<HarmonyEncoding> harmony;
   std::unique_ptr<Generator> generator;
   SamplingParams sampling;
+  SpecOptions spec;
 };
 
 Session Open(const RunArgs& a) {
+  const SpecOptions spec = ParseSpecArgs(a);  // before the (slow) load
   auto model = GptOssModel::Load(a.model, ToModelOptions(a.model_args));
   Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
-  Session s{std::move(model), std::move(tokenizer), nullptr, nullptr, {}};
+  Session s{std::move(model), std::move(tokenizer), nullptr, nullptr, {}, spec};
   s.harmony = std::make_unique<HarmonyEncoding>(s.tokenizer);
   s.generator = std::make_unique<Generator>(*s.model, a.context, ParseKvType(a.kv_type));
   s.sampling.temperature = a.temperature;
@@ -113,7 +169,7 @@ const char* FinishReason(const GenerationResult& r) {
   return "stop";
 }
 
-void PrintTimings(const GenerationResult& r) {
+void PrintTimings(const GenerationResult& r, const SpecOptions& spec) {
   const GenerationTimings& t = r.timings;
   std::fprintf(stderr, "\nprompt eval time = %10.2f ms / %5lld tokens (%8.2f ms per token, %8.2f tokens per second)\n",
                t.prefill_ms, static_cast<long long>(t.prefilled_tokens),
@@ -121,6 +177,15 @@ void PrintTimings(const GenerationResult& r) {
   const long long steps = t.generated_tokens > 1 ? t.generated_tokens - 1 : 0;
   std::fprintf(stderr, "       eval time = %10.2f ms / %5lld runs   (%8.2f ms per token, %8.2f tokens per second)\n",
                t.decode_ms, steps, steps ? t.decode_ms / steps : 0.0, t.decode_tok_s());
+  if (spec.method != SpecMethod::kNone) {
+    const SpecStats& st = r.spec;
+    std::fprintf(stderr,
+                 "    speculation = %s: %lld drafted, %lld accepted (%.1f %%), %.2f tokens per verification over "
+                 "%lld verifications in %lld forward passes\n",
+                 SpecMethodName(spec.method), static_cast<long long>(st.proposed), static_cast<long long>(st.accepted),
+                 100.0 * st.acceptance_rate(), st.mean_accepted_len(), static_cast<long long>(st.verify_steps),
+                 static_cast<long long>(st.decode_steps));
+  }
 }
 
 void RunGenerate(const RunArgs& a) {
@@ -160,7 +225,7 @@ void RunGenerate(const RunArgs& a) {
     }
     if (stream) std::fflush(stdout);
     return true;
-  });
+  }, s.spec);
   const std::string tail = raw_decoder.Flush();
   raw_text += tail;
   if (a.raw) {
@@ -185,11 +250,18 @@ void RunGenerate(const RunArgs& a) {
       out["analysis"] = analysis_text;
       out["raw_text"] = raw_text;
     }
+    if (s.spec.method != SpecMethod::kNone) {
+      const SpecStats& st = r.spec;
+      out["spec"] = {{"method", SpecMethodName(s.spec.method)}, {"k", s.spec.k}, {"min_n", s.spec.min_n},
+                     {"max_n", s.spec.max_n}, {"proposed", st.proposed}, {"accepted", st.accepted},
+                     {"acceptance_rate", st.acceptance_rate()}, {"mean_accepted_len", st.mean_accepted_len()},
+                     {"verify_steps", st.verify_steps}, {"decode_steps", st.decode_steps}};
+    }
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return;
   }
   std::printf("\n");
-  PrintTimings(r);
+  PrintTimings(r, s.spec);
 }
 
 void RunChat(const RunArgs& a) {
@@ -244,11 +316,11 @@ void RunChat(const RunArgs& a) {
     const GenerationResult r = s.generator->Generate(prompt, sampler, stop, [&](int32_t token) {
       for (const HarmonyDelta& d : parser.Process(token)) emit(d);
       return true;
-    });
+    }, s.spec);
     for (const HarmonyDelta& d : parser.Finish()) emit(d);
     std::printf("\n");
     std::fflush(stdout);
-    if (tty) PrintTimings(r);
+    if (tty) PrintTimings(r, s.spec);
     // History keeps the final answer only; the analysis of a finished turn is dropped
     // (gpt-oss.md §4.2).
     history.push_back(Message::Assistant("final", final_text));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 
@@ -28,13 +29,23 @@ void Generator::Reset() {
 }
 
 GenerationResult Generator::Generate(std::span<const int32_t> prompt, Sampler& sampler, StopCondition& stop,
-                                     const std::function<bool(int32_t)>& on_token) {
+                                     const std::function<bool(int32_t)>& on_token, const SpecOptions& spec) {
   const int64_t P = static_cast<int64_t>(prompt.size());
   if (P == 0) Fail("the prompt is empty");
   const int64_t limit = stop.max_new_tokens();
   if (P > cache_.context() || (limit >= 0 && P + limit > cache_.context() + 1)) {
     Fail("prompt of ", P, " tokens", limit >= 0 ? StrCat(" plus ", limit, " new tokens") : std::string(),
          " exceeds the context size ", cache_.context(), " (raise it with -c)");
+  }
+  const bool speculate = spec.method != SpecMethod::kNone;
+  if (speculate) {
+    ValidateSpecOptions(spec);
+    // A step rolls back at most k positions (the rejected drafts); a sliding ring keeps only
+    // window + rollback() slots.
+    if (spec.k > cache_.rollback()) {
+      Fail("speculation drafts up to ", spec.k, " tokens but the KV cache can roll back only ", cache_.rollback(),
+           " positions (lower k)");
+    }
   }
   GenerationResult result;
   result.timings.prompt_tokens = P;
@@ -57,18 +68,64 @@ GenerationResult Generator::Generate(std::span<const int32_t> prompt, Sampler& s
   result.timings.prefilled_tokens = P - keep;
   result.timings.prefill_ms = MillisSince(t0);
 
-  t0 = std::chrono::steady_clock::now();
-  while (!stop.done()) {
-    const int32_t token = sampler.Sample(logits_);
+  // The n-gram index sees the whole history: the prompt, then every emitted token.
+  std::optional<NgramIndex> index;
+  std::optional<SpecController> controller;
+  if (speculate) {
+    index.emplace(spec.min_n, spec.max_n);
+    index->Append(prompt);
+    const bool fixed = !spec.cost.empty();
+    controller.emplace(spec.k, spec.adaptive,
+                       fixed ? spec.cost : ByteCostRatios(DecodeBytesOf(model_.config(), model_.options()), spec.k),
+                       fixed);
+  }
+  int32_t next = -1;  // the last emitted token: not yet in the cache
+  auto emit = [&](int32_t token) {
+    next = token;
     result.tokens.push_back(token);
+    if (index) index->Append(token);
     const bool finished = stop.Accept(token);
     const bool keep_going = on_token ? on_token(token) : true;
-    if (finished || !keep_going) break;
-    const int64_t pos = static_cast<int64_t>(cached_.size());
+    return !finished && keep_going;
+  };
+
+  t0 = std::chrono::steady_clock::now();
+  bool going = !stop.done() && emit(sampler.Sample(logits_));
+  std::vector<int32_t> drafts, feed;
+  const int64_t V = model_.vocab_size();
+  while (going) {
+    const int64_t pos = static_cast<int64_t>(cached_.size());  // where `next` goes
     if (pos >= cache_.context()) break;  // only reachable without a token limit
-    const int32_t step[1] = {token};
-    model_.Forward(step, pos, cache_, LogitsMode::kLast, logits_);
-    cached_.push_back(token);
+    const auto step_t0 = std::chrono::steady_clock::now();
+    drafts.clear();
+    if (speculate) {
+      // More drafts than tokens still allowed could never be emitted; Propose also keeps the
+      // step inside the context (pos + 1 + k <= context).
+      const int64_t room = limit >= 0 ? limit - stop.generated() - 1 : spec.k;
+      index->Propose(std::min(spec.k, room), cache_.context(), drafts);
+      drafts.resize(static_cast<size_t>(controller->Choose(static_cast<int64_t>(drafts.size()))));
+    }
+    const int64_t k = static_cast<int64_t>(drafts.size());
+    feed.assign(1, next);
+    feed.insert(feed.end(), drafts.begin(), drafts.end());
+    model_.Forward(feed, pos, cache_, LogitsMode::kAll, logits_);  // rows [k + 1, V]
+    const VerifyResult v = VerifyDrafts(
+        drafts, [&](int64_t row) { return sampler.Sample(std::span<const float>(logits_).subspan(row * V, V)); },
+        [&](int32_t token) { return going = emit(token); });
+    // Keep `next` and the confirmed drafts: the positions of the tokens emitted before the last.
+    if (v.emitted < k + 1) cache_.Truncate(pos + v.emitted);
+    cached_.insert(cached_.end(), feed.begin(), feed.begin() + v.emitted);
+    if (speculate) {
+      SpecStats& st = result.spec;
+      ++st.decode_steps;
+      if (k > 0) {
+        ++st.verify_steps;
+        st.proposed += k;
+        st.accepted += v.accepted;
+      }
+      controller->RecordTime(k, MillisSince(step_t0) * 1e-3);
+      if (k > 0 && going) controller->RecordOutcome(k, v.accepted);
+    }
   }
   result.timings.decode_ms = MillisSince(t0);
   result.timings.generated_tokens = static_cast<int64_t>(result.tokens.size());

@@ -4,6 +4,12 @@
 // the model should see (for a chat: the full rendered conversation) and reuses the longest
 // common prefix already in the cache, rolling the cache back when the new sequence diverges
 // (falling back to a full prefill when a sliding-window ring cannot roll back that far).
+//
+// With speculation (SpecOptions, engine/speculative.h) each decode step feeds the last emitted
+// token plus up to k drafts from the n-gram index of the history (prompt + generated tokens) in
+// one forward pass, emits the verified run, and rolls the cache back over the rejected drafts.
+// The emitted tokens are the ones plain decoding emits: the same greedy tokens, and with
+// sampling the same tokens for the same seed (one draw per emitted token in both cases).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +18,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "model/gpt_oss_model.h"
 
 namespace tessera {
@@ -33,6 +40,7 @@ struct GenerationResult {
   std::vector<int32_t> tokens;  // generated ids, a final stop token included
   StopCondition::Reason reason = StopCondition::Reason::kNone;
   GenerationTimings timings;
+  SpecStats spec;  // all zero without speculation
 };
 
 class Generator {
@@ -43,13 +51,15 @@ class Generator {
   // Runs `prompt` then samples until `stop` says so. `on_token` sees each generated id as soon
   // as it is sampled; returning false ends generation (reason stays kNone unless the token was a
   // stop token or hit the limit). Throws tessera::Error when prompt + max_new_tokens (or the
-  // prompt alone, with no limit) exceeds the context.
+  // prompt alone, with no limit) exceeds the context, for invalid `spec` options, or when
+  // spec.k exceeds the positions the KV cache can roll back (KvCache::rollback()).
   GenerationResult Generate(std::span<const int32_t> prompt, Sampler& sampler, StopCondition& stop,
-                            const std::function<bool(int32_t)>& on_token = {});
+                            const std::function<bool(int32_t)>& on_token = {}, const SpecOptions& spec = {});
 
   // The tokens whose keys and values the cache holds (prompt and generated tokens so far).
   const std::vector<int32_t>& cached_tokens() const { return cached_; }
   int64_t context() const { return cache_.context(); }
+  const KvCache& cache() const { return cache_; }
   void Reset();
 
  private:

@@ -32,16 +32,16 @@ bool PackMxfp4ForQ8(const uint8_t* blocks, const uint8_t* scales, size_t n, size
     uint8_t* group = codes_out + g * (k * 8) + c * 4;
     // The 4 checkpoint bytes of one 8-value step hold codes (c0 c1) (c2 c3) (c4 c5) (c6 c7),
     // even index in the low nibble; the q8 layout wants bytes (c0 c4) (c1 c5) (c2 c6) (c3 c7).
+    // As a little-endian word the 4 bytes are the nibbles c0 .. c7 from the lowest up, so the
+    // result is the low half's nibbles spread one per byte, or'ed with the high half's shifted.
+    auto spread = [](uint32_t x) {
+      return (x & 0xFu) | ((x & 0xF0u) << 4) | ((x & 0xF00u) << 8) | ((x & 0xF000u) << 12);
+    };
     for (size_t k8 = 0; k8 < k / 8; ++k8) {
       uint32_t src;
       std::memcpy(&src, row_blocks + k8 * 4, 4);
-      uint8_t code[8];
-      for (int t = 0; t < 4; ++t) {
-        code[2 * t] = (src >> (8 * t)) & 0x0F;
-        code[2 * t + 1] = (src >> (8 * t + 4)) & 0x0F;
-      }
-      uint8_t* dst = group + k8 * 64;
-      for (int t = 0; t < 4; ++t) dst[t] = static_cast<uint8_t>(code[t] | (code[t + 4] << 4));
+      const uint32_t out = spread(src & 0xFFFFu) | (spread(src >> 16) << 4);
+      std::memcpy(group + k8 * 64, &out, 4);
     }
     for (size_t b = 0; b < nb; ++b) scales_out[(g * nb + b) * kQ8Group + c] = row_scales[b];
   }

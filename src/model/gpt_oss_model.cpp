@@ -271,6 +271,38 @@ void GptOssModel::Dense(const DenseMatrix& w, const float* x, int64_t T, Q8Activ
   MatmulQ8Int8(xq, w.int8_values.data(), w.int8_scales.data(), w.n, bias, y, w.n);
 }
 
+void GptOssModel::DenseGroup(std::span<const DenseOutput> outs, const float* x, int64_t T, Q8Activations& xq) const {
+  // Column offsets of each matrix in the concatenation; q8 kernels need them on 16-column
+  // boundaries (a column range must start a packed group), else run the matrices one by one.
+  std::vector<size_t> offset(outs.size() + 1, 0);
+  bool aligned = true;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    offset[i + 1] = offset[i] + outs[i].w->n;
+    aligned = aligned && offset[i] % kQ8Group == 0 && outs[i].w->is_int8() == outs[0].w->is_int8();
+  }
+  if (!aligned) {
+    for (const DenseOutput& o : outs) Dense(*o.w, x, T, xq, o.bias, o.y);
+    return;
+  }
+  const bool int8 = outs[0].w->is_int8();
+  if (int8 && xq.k == 0) QuantizeQ8(x, T, outs[0].w->k, outs[0].w->k, xq);
+  const KernelTable& kt = ActiveKernels();
+  const Q8Rows rows = int8 ? xq.rows() : Q8Rows{};
+  ParallelColumns(offset.back(), [&](size_t begin, size_t end) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const size_t b = std::max(begin, offset[i]), e = std::min(end, offset[i + 1]);
+      if (b >= e) continue;
+      const DenseMatrix& w = *outs[i].w;
+      if (int8) {
+        kt.matmul_q8_int8(rows, T, w.k, w.int8_values.data(), w.int8_scales.data(), b - offset[i], e - offset[i],
+                          outs[i].bias, outs[i].y, w.n);
+      } else {
+        kt.matmul_bf16(x, T, w.k, w.bf16, b - offset[i], e - offset[i], outs[i].bias, outs[i].y, w.n);
+      }
+    }
+  });
+}
+
 void GptOssModel::Attention(int layer, const float* h, int64_t T, int64_t start, KvCache& cache,
                             const std::vector<float>& rope_cs, float* out) const {
   const ModelConfig& c = config_;
@@ -278,10 +310,12 @@ void GptOssModel::Attention(int layer, const float* h, int64_t T, int64_t start,
   const int64_t D = c.head_dim, Nq = c.num_attention_heads, Nkv = c.num_key_value_heads;
   const int64_t group = Nq / Nkv;
   std::vector<float> q(T * Nq * D), k(T * Nkv * D), v(T * Nkv * D);
+  // q, k and v in one dispatch: the small k/v matrices alone would not keep both threads busy.
   Q8Activations hq;  // h quantized once for the three projections (int8 dense weights only)
-  Dense(L.wq, h, T, hq, L.bq.empty() ? nullptr : L.bq.data(), q.data());
-  Dense(L.wk, h, T, hq, L.bk.empty() ? nullptr : L.bk.data(), k.data());
-  Dense(L.wv, h, T, hq, L.bv.empty() ? nullptr : L.bv.data(), v.data());
+  const DenseOutput qkv[] = {{&L.wq, L.bq.empty() ? nullptr : L.bq.data(), q.data()},
+                             {&L.wk, L.bk.empty() ? nullptr : L.bk.data(), k.data()},
+                             {&L.wv, L.bv.empty() ? nullptr : L.bv.data(), v.data()}};
+  DenseGroup(qkv, h, T, hq);
   const int64_t cs_stride = 2 * rope_.half();
   rope_.Apply(q.data(), T, Nq, Nq * D, D, rope_cs.data(), cs_stride);
   rope_.Apply(k.data(), T, Nkv, Nkv * D, D, rope_cs.data(), cs_stride);

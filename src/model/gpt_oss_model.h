@@ -84,6 +84,13 @@ class GptOssModel {
   // (kernels/q8.h), made here on first use when W needs it and xq is empty.
   void Dense(const DenseMatrix& w, const float* x, int64_t T, Q8Activations& xq, const float* bias,
              float* y) const;
+  // Several matrices that read the same x, as one column-parallel dispatch.
+  struct DenseOutput {
+    const DenseMatrix* w;
+    const float* bias;
+    float* y;
+  };
+  void DenseGroup(std::span<const DenseOutput> outs, const float* x, int64_t T, Q8Activations& xq) const;
   void Attention(int layer, const float* h, int64_t T, int64_t start, KvCache& cache,
                  const std::vector<float>& rope_cs, float* out) const;
   void Moe(int layer, const float* h, int64_t T, float* out) const;

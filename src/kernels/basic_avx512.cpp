@@ -2,6 +2,7 @@
 // loads, so no scalar remainder loop is needed.
 #include <immintrin.h>
 
+#include "core/cpu_features.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul_fill.h"
 
@@ -49,6 +50,7 @@ void FillAvx512Kernels(KernelTable& t) {
   FillAvx512Rope(t);  // rope_avx512.cpp
   FillAvx512Attention(t);  // attention_avx512.cpp
   FillAvx512GatherReduce(t);  // gather_reduce_avx512.cpp
+  if (GetCpuFeatures().avx512_vnni) FillAvx512VnniQ8(t);  // q8_avx512vnni.cpp
 }
 
 }  // namespace tessera

@@ -1,0 +1,341 @@
+// AVX2 q8 kernels (kernels/q8.h): the activation quantizer and the integer matmuls against MXFP4
+// and int8 weights, with the scalar reference's bits (reference.cpp): the integer block dot
+// products are exact in any order, and the f32 part is the reference's sequence
+// acc = fmaf(float(dot_b), d[i, b] * s[j, b], acc), one lane per output column.
+//
+// vpmaddubsw multiplies unsigned by signed bytes and adds adjacent pairs into int16 with
+// saturation, so every pair sum must stay below 2^15 for the result to be exact:
+//  - MXFP4: weights decoded by vpshufb to 2 E2M1 + 12 in [0, 24] (unsigned), activations signed:
+//    a pair is at most 2 * 24 * 127 = 6096, and the low- and high-nibble products of one code
+//    vector add in int16 (12192) before vpmaddwd widens them. raw = dot + 12 sum[i, b]; the int32
+//    accumulator starts at kMagicBits - 12 sum[i, b].
+//  - int8: the +128 offset would give pairs up to 2 * 255 * 127, so the sign trick instead: |W8|
+//    (<= 128) as the unsigned operand and vpsignb(q, W8) = +-q as the signed one, whose products
+//    are W8 q exactly; pairs <= 2 * 128 * 127 = 32512. No offset: the accumulator starts at
+//    kMagicBits.
+// kMagicBits are the f32 bits of 1.5 * 2^23: the block's accumulator ends at kMagicBits + dot
+// with |dot| < 2^22, which read as f32 is exactly 1.5 * 2^23 + dot, so one subtraction gives
+// float(dot) (as in q8_avx512vnni.cpp).
+//
+// Lanes: the 16 columns of a packed group are two ymm halves (columns 0-7 = bytes 0-31 of a
+// 64-byte step, 8-15 = bytes 32-63). A tile is R rows x one group, whose weights are read once
+// per R rows (the first row block streams them, with software prefetch; later row blocks find
+// them in L1/L2).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "kernels/kernels.h"
+#include "kernels/q8.h"
+
+namespace tessera {
+namespace {
+
+constexpr size_t kSteps = kQ8Block / 4;      // 4-byte k steps per block
+constexpr size_t kStepBytes = kQ8Group * 4;  // one step of one group: 64 bytes
+constexpr int32_t kMagicBits = 0x4B400000;   // f32 bits of 1.5 * 2^23
+constexpr float kMagic = 12582912.0f;
+constexpr float kTinyAmax = 1e-30f;          // reference.cpp kQ8TinyAmax
+constexpr int32_t kMxfp4Offset = 12;
+constexpr int kTileRows = 3;                 // 16 ymm: 2 R int32 accumulators + weights + constants
+// Software prefetch distance of the streamed weights (the first row block of each group): with
+// 1 KiB the decode-sized calls reached 0.62 (MXFP4) / 0.73 (int8) of the read bandwidth on one
+// core, with 4 KiB 0.86 / 0.92 (bench/q8_bench.cpp, TESSERA_ISA=avx2).
+constexpr size_t kPrefetchBytes = 4096;
+
+// 2 E2M1(c) + 12 per code c, in both 128-bit lanes (vpshufb looks up within a lane).
+alignas(32) constexpr uint8_t kMxfp4Lut[32] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                               12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
+inline size_t Min(size_t a, size_t b) { return a < b ? a : b; }
+inline int32_t Load32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// ---- quantizer ----------------------------------------------------------------------------------
+
+inline uint32_t HorizontalMaxU32(__m256i v) {
+  __m128i m = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(m));
+}
+
+inline int32_t HorizontalSum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// As the AVX-512 quantizer: amax as the integer maximum of the |x| bit patterns (NaN and inf are
+// the patterns >= 0x7f800000), the reference's f32 divisions, vcvtps2dq (round to nearest even).
+void QuantizeQ8(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  // vpackssdw / vpacksswb interleave the 128-bit lanes; this puts the dwords back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (size_t b = 0; b < k / kQ8Block; ++b) {
+    const float* xb = x + b * kQ8Block;
+    int8_t* qb = q + b * kQ8Block;
+    __m256 v[4];
+    __m256i a = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      v[u] = _mm256_loadu_ps(xb + 8 * u);
+      a = _mm256_max_epu32(a, _mm256_and_si256(_mm256_castps_si256(v[u]), abs_mask));
+    }
+    const uint32_t amax_bits = HorizontalMaxU32(a);
+    float amax;
+    std::memcpy(&amax, &amax_bits, sizeof(amax));
+    if (amax_bits >= 0x7f800000u || amax < kTinyAmax) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_setzero_si256());
+      sum[b] = 0;
+      d[b] = amax_bits >= 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+      continue;
+    }
+    d[b] = amax / 127.0f;
+    const __m256 inv = _mm256_set1_ps(127.0f / amax);
+    __m256i iv[4];
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      iv[u] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[u], inv)), lo), hi);
+    }
+    sum[b] = HorizontalSum(_mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3])));
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_permutevar8x32_epi32(packed, order));
+  }
+}
+
+// ---- matmuls ------------------------------------------------------------------------------------
+
+// The activation side of one call: row i at q + i k, block scales at d + i nb; start values of
+// the block accumulators at init + i nb (MXFP4; int8 starts every block at kMagicBits).
+struct Rows {
+  const int8_t* q;
+  const float* d;
+  const int32_t* init;
+  size_t k, nb;
+};
+
+// Where a tile's results go: columns [col, col + 16) of rows i0.., those at or past n_end dropped.
+struct Out {
+  float* y;
+  size_t ldy;
+  const float* bias;
+  size_t n_end;
+};
+
+inline __m256 BlockFma(__m256i dot, __m256 d, __m256 s, __m256 acc) {
+  const __m256 dotf = _mm256_sub_ps(_mm256_castsi256_ps(dot), _mm256_set1_ps(kMagic));
+  return _mm256_fmadd_ps(dotf, _mm256_mul_ps(d, s), acc);
+}
+
+// 2^(e - 128) for 8 E8M0 bytes (e < 255), exact: the f32 bits (e - 1) << 23 for e >= 2, the
+// subnormals 0x00200000 << e (2^-128, 2^-127) for e = 0, 1.
+inline __m256 Mxfp4Scales(const uint8_t* e) {
+  const __m256i ei = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e)));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ei, _mm256_set1_epi32(1)), 23);
+  const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ei);
+  const __m256i is_normal = _mm256_cmpgt_epi32(ei, _mm256_set1_epi32(1));
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(subnormal, normal, is_normal));
+}
+
+template <int R>
+void StoreTile(const __m256 (&acc)[R][2], size_t i0, size_t col, const Out& o) {
+  const size_t cols = Min(kQ8Group, o.n_end - col);
+  if (cols == kQ8Group) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256 bias = o.bias ? _mm256_loadu_ps(o.bias + col + 8 * h) : _mm256_setzero_ps();
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        _mm256_storeu_ps(o.y + (i0 + r) * o.ldy + col + 8 * h, o.bias ? _mm256_add_ps(acc[r][h], bias) : acc[r][h]);
+      }
+    }
+    return;
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float v[kQ8Group];
+    _mm256_store_ps(v, acc[r][0]);
+    _mm256_store_ps(v + 8, acc[r][1]);
+    float* yr = o.y + (i0 + r) * o.ldy + col;
+    // The reference adds the bias only when there is one (acc + 0 would turn -0 into +0).
+    for (size_t c = 0; c < cols; ++c) yr[c] = o.bias ? v[c] + o.bias[col + c] : v[c];
+  }
+}
+
+// Rows i0 .. i0 + R - 1 against one int8 group (w: its packed values, s: its 16 row scales).
+template <int R, bool kPrefetch>
+void Int8Tile(const Rows& x, size_t i0, const uint8_t* w, const float* s, size_t col, const Out& o) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256 s0 = _mm256_loadu_ps(s), s1 = _mm256_loadu_ps(s + 8);
+  __m256 acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const int8_t* q = x.q + i0 * x.k;
+  const float* d = x.d + i0 * x.nb;
+  for (size_t b = 0; b < x.nb; ++b) {
+    __m256i dot[R][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_set1_epi32(kMagicBits);
+    const uint8_t* wb = w + b * kSteps * kStepBytes;
+    const int8_t* qb = q + b * kQ8Block;
+#pragma GCC unroll 8
+    for (size_t t = 0; t < kSteps; ++t) {
+      const uint8_t* src = wb + t * kStepBytes;
+      if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(src) + kPrefetchBytes, _MM_HINT_T0);
+      // W8 = stored byte - 128 = stored byte ^ 0x80 as int8.
+      const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), flip);
+      const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32)), flip);
+      const __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256i qv = _mm256_set1_epi32(Load32(qb + r * x.k + 4 * t));
+        const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(qv, w0));
+        const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(qv, w1));
+        dot[r][0] = _mm256_add_epi32(dot[r][0], _mm256_madd_epi16(p0, ones));
+        dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(p1, ones));
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 dr = _mm256_set1_ps(d[r * x.nb + b]);
+      acc[r][0] = BlockFma(dot[r][0], dr, s0, acc[r][0]);
+      acc[r][1] = BlockFma(dot[r][1], dr, s1, acc[r][1]);
+    }
+  }
+  StoreTile<R>(acc, i0, col, o);
+}
+
+// Rows i0 .. i0 + R - 1 against one MXFP4 group (codes [k/8][16][4], scales [k/32][16]).
+template <int R, bool kPrefetch>
+void Mxfp4Tile(const Rows& x, size_t i0, const uint8_t* codes, const uint8_t* scales, size_t col, const Out& o) {
+  const __m256i lut = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMxfp4Lut));
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const int8_t* q = x.q + i0 * x.k;
+  const float* d = x.d + i0 * x.nb;
+  const int32_t* init = x.init + i0 * x.nb;
+  for (size_t b = 0; b < x.nb; ++b) {
+    __m256i dot[R][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_set1_epi32(init[r * x.nb + b]);
+    const uint8_t* cb = codes + b * (kSteps / 2) * kStepBytes;
+    const int8_t* qb = q + b * kQ8Block;
+#pragma GCC unroll 4
+    for (size_t h = 0; h < kSteps / 2; ++h) {
+      const uint8_t* src = cb + h * kStepBytes;
+      if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(src) + kPrefetchBytes, _MM_HINT_T0);
+      __m256i lo[2], hi[2];
+#pragma GCC unroll 2
+      for (int u = 0; u < 2; ++u) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32 * u));
+        lo[u] = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low4));
+        hi[u] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256i ql = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h));
+        const __m256i qh = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h + 4));
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; ++u) {
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[u], ql), _mm256_maddubs_epi16(hi[u], qh));
+          dot[r][u] = _mm256_add_epi32(dot[r][u], _mm256_madd_epi16(p, ones));
+        }
+      }
+    }
+    const uint8_t* e = scales + b * kQ8Group;
+    if (kPrefetch && b % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(e) + kPrefetchBytes, _MM_HINT_T0);
+    const __m256 s0 = Mxfp4Scales(e), s1 = Mxfp4Scales(e + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 dr = _mm256_set1_ps(d[r * x.nb + b]);
+      acc[r][0] = BlockFma(dot[r][0], dr, s0, acc[r][0]);
+      acc[r][1] = BlockFma(dot[r][1], dr, s1, acc[r][1]);
+    }
+  }
+  StoreTile<R>(acc, i0, col, o);
+}
+
+using Int8Fn = void (*)(const Rows&, size_t, const uint8_t*, const float*, size_t, const Out&);
+using Mxfp4Fn = void (*)(const Rows&, size_t, const uint8_t*, const uint8_t*, size_t, const Out&);
+
+template <bool kPrefetch>
+Int8Fn Int8TileFor(size_t rows) {
+  static_assert(kTileRows == 3, "one case per row count");
+  return rows == 1 ? Int8Tile<1, kPrefetch> : rows == 2 ? Int8Tile<2, kPrefetch> : Int8Tile<3, kPrefetch>;
+}
+template <bool kPrefetch>
+Mxfp4Fn Mxfp4TileFor(size_t rows) {
+  return rows == 1 ? Mxfp4Tile<1, kPrefetch> : rows == 2 ? Mxfp4Tile<2, kPrefetch> : Mxfp4Tile<3, kPrefetch>;
+}
+
+void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const float* scales, size_t n_begin,
+                  size_t n_end, const float* bias, float* y, size_t ldy) {
+  if (m == 0 || n_begin >= n_end) return;
+  const Rows rows{x.q, x.d, nullptr, k, k / kQ8Block};
+  const Out out{y, ldy, bias, n_end};
+  for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
+    const uint8_t* w = values + g * (k * kQ8Group);
+    // The first row block streams the group from memory; the later ones find it in cache.
+    for (size_t i = 0; i < m; i += kTileRows) {
+      const size_t r = Min(kTileRows, m - i);
+      (i == 0 ? Int8TileFor<true>(r) : Int8TileFor<false>(r))(rows, i, w, scales + g * kQ8Group, g * kQ8Group, out);
+    }
+  }
+}
+
+// Start values kMagicBits - 12 sum[i, b] of the MXFP4 block accumulators, per thread.
+int32_t* Mxfp4StartValues(Q8Rows x, size_t count) {
+  struct Buffer {
+    int32_t* data = nullptr;
+    size_t capacity = 0;
+    ~Buffer() { delete[] data; }
+  };
+  thread_local Buffer buffer;
+  if (count > buffer.capacity) {
+    delete[] buffer.data;
+    buffer.data = new int32_t[count];
+    buffer.capacity = count;
+  }
+  for (size_t i = 0; i < count; ++i) buffer.data[i] = kMagicBits - kMxfp4Offset * x.sum[i];
+  return buffer.data;
+}
+
+void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uint8_t* scales, size_t n_begin,
+                   size_t n_end, const float* bias, float* y, size_t ldy) {
+  if (m == 0 || n_begin >= n_end) return;
+  const size_t nb = k / kQ8Block;
+  const Rows rows{x.q, x.d, Mxfp4StartValues(x, m * nb), k, nb};
+  const Out out{y, ldy, bias, n_end};
+  for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
+    const uint8_t* c = codes + g * (k * kQ8Group / 2);
+    const uint8_t* s = scales + g * (nb * kQ8Group);
+    for (size_t i = 0; i < m; i += kTileRows) {
+      const size_t r = Min(kTileRows, m - i);
+      (i == 0 ? Mxfp4TileFor<true>(r) : Mxfp4TileFor<false>(r))(rows, i, c, s, g * kQ8Group, out);
+    }
+  }
+}
+
+}  // namespace
+
+void FillAvx2Q8(KernelTable& t) {
+  t.quantize_q8 = QuantizeQ8;
+  t.quantize_q8_isa = "avx2";
+  t.matmul_q8_mxfp4 = MatmulQ8Mxfp4;
+  t.matmul_q8_mxfp4_isa = "avx2";
+  t.matmul_q8_int8 = MatmulQ8Int8;
+  t.matmul_q8_int8_isa = "avx2";
+}
+
+}  // namespace tessera

@@ -1,0 +1,523 @@
+// AVX-512 VNNI q8 kernels (kernels/q8.h): the activation quantizer and the integer matmuls
+// against MXFP4 and int8 weights. Every result has the scalar reference's bits (reference.cpp):
+// the integer block dot products are exact in any order, and the f32 part is the reference's
+// sequence acc = fmaf(float(dot_b), d[i, b] * s[j, b], acc) over b = 0 .. k/32 - 1, one lane per
+// output column.
+//
+// vpdpbusd multiplies unsigned by signed bytes. The weights are the unsigned operand, shifted by
+// an offset o (int8: stored as W8 + 128, o = 128; MXFP4: decoded by vpermb to 2 E2M1 + 12 in
+// [0, 24], o = 12), the activations the signed one (four bytes broadcast to the 16 lanes), so a
+// block gives raw = dot + o sum[i, b]: the int32 accumulator of a block starts at
+// kMagicBits - o sum[i, b] (precomputed per call; one broadcast load per block) and ends at
+// kMagicBits + dot. kMagicBits are the f32 bits of 1.5 * 2^23; because |dot| <= 32 * 128 * 127
+// < 2^22, that integer read as f32 is exactly 1.5 * 2^23 + dot, and one vsubps gives float(dot)
+// exactly (no separate offset correction, no vcvtdq2ps).
+//
+// Cost model (this machine, bench/q8_bench.cpp vnni_peak): vpdpbusd zmm issues 2 per cycle, on
+// the same two ports as the f32 vector ops. Per row, group and block the tile needs 8 vpdpbusd
+// and 3 f32 ops (float(dot), d * s, the FMA: the reference's sequence has no cheaper form), so a
+// GEMM can reach at most 8 / 11 = 73% of the vpdpbusd peak; MXFP4 decoding (vpermb) is kept out
+// of the GEMM's inner loop by decoding each panel once.
+//
+// Lanes = the 16 output columns of one packed group (kernels/q8.h); one k step of a group is one
+// 64-byte vector (int8: 4 k values per column; MXFP4: 8, low nibbles the first 4).
+//  - Tile<R, G>: R rows x G groups, u8 weights already in the int8 layout (int8 weights as stored,
+//    or an MXFP4 panel decoded once per call and per G groups into scratch, kept in L2 while all
+//    row blocks pass over it), block scales as f32 vectors. R * G int32 and R * G f32 accumulators
+//    stay in registers for the whole k; every weight vector is loaded once per row block and
+//    feeds R vpdpbusd. GEMMs (m > kDirectMaxRows) use R = kGemmRows, G = kGemmGroups and
+//    prefetch the next panel while computing this one; decode-sized int8 calls use R = m,
+//    G = kDirectGroups, streaming.
+//  - Mxfp4DirectTile<R, G> (m <= kDirectMaxRows, decode): MXFP4 decoded in registers as it
+//    streams (vpermb on the low nibbles and on the word-shifted high nibbles), scales by vscalefps.
+// The codes of consecutive groups are contiguous, so a thread's column chunk is one sequential
+// stream of weights and one of scales.
+// Nothing here may run before the CPU check: no dynamic initialisers and no out-of-line STL code.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "kernels/q8.h"
+
+namespace tessera {
+namespace {
+
+constexpr size_t kSteps = kQ8Block / 4;              // 4-byte k steps (vpdpbusd) per block
+constexpr size_t kStepBytes = kQ8Group * 4;          // one step of one group: 64 bytes
+constexpr int32_t kMagicBits = 0x4B400000;           // f32 bits of 1.5 * 2^23
+constexpr float kMagic = 12582912.0f;                // 1.5 * 2^23
+constexpr float kTinyAmax = 1e-30f;                  // reference.cpp kQ8TinyAmax
+constexpr int32_t kInt8Offset = 128;                 // int8 weights are stored as W8 + 128
+constexpr int32_t kMxfp4Offset = 12;                 // decoded MXFP4 weights are 2 E2M1 + 12
+constexpr size_t kDirectMaxRows = 4;                 // m up to this: MXFP4 decoded in registers
+// Groups per decode-sized tile (m <= kDirectMaxRows, both formats): more independent work per
+// pass (4 dot chains per row) keeps more of the weight stream in flight; measured on the 282 MB
+// stacked MXFP4 case with 1 thread: 0.78 of the read bandwidth with 1 group, 0.96 with 4.
+constexpr int kDirectGroups = 4;
+constexpr int kGemmRows = 6;                         // GEMM tile: kGemmRows x kGemmGroups groups
+constexpr int kGemmGroups = 2;
+// Software prefetch distance of the streamed weights (decode-sized calls and the first row block
+// of a GEMM, where they come from DRAM), in bytes ahead of each stream.
+constexpr size_t kPrefetchBytes = 2048;
+
+// 2 E2M1(c) + 12 for the 16 codes c, repeated for the four 16-byte quarters: vpermb reads 6 index
+// bits, so the nibble's neighbour in bits 4-5 does not matter.
+alignas(64) constexpr uint8_t kMxfp4Lut[64] = {
+    12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
+    12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
+    12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
+    12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
+inline size_t Min(size_t a, size_t b) { return a < b ? a : b; }
+inline __mmask16 Mask16(size_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+inline int32_t Load32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// ---- scratch ------------------------------------------------------------------------------------
+
+// One 64-byte aligned buffer per thread, grown on demand: the accumulator start values and, for
+// MXFP4 GEMMs, the decoded weight panel and its f32 scales.
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { std::free(data_); }
+  uint8_t* Get(size_t bytes) {
+    if (bytes > capacity_) {
+      std::free(data_);
+      capacity_ = (bytes + 63) / 64 * 64;
+      data_ = static_cast<uint8_t*>(std::aligned_alloc(64, capacity_));
+      TESSERA_CHECK(data_ != nullptr);
+    }
+    return data_;
+  }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+uint8_t* ThreadScratch(size_t bytes) {
+  thread_local Scratch scratch;
+  return scratch.Get(bytes);
+}
+
+inline size_t Align64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// ---- quantizer ----------------------------------------------------------------------------------
+
+// Per block: amax as the integer maximum of the |x| bit patterns (the order of non-negative
+// floats; a NaN or inf shows up as bits >= 0x7f800000), then the reference's f32 divisions and
+// vcvtps2dq, which rounds to nearest even in the default MXCSR mode like nearbyint.
+void QuantizeQ8(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (size_t b = 0; b < k / kQ8Block; ++b) {
+    const float* xb = x + b * kQ8Block;
+    int8_t* qb = q + b * kQ8Block;
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    const __m512i a = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v0), abs_mask),
+                                       _mm512_and_si512(_mm512_castps_si512(v1), abs_mask));
+    const uint32_t amax_bits = _mm512_reduce_max_epu32(a);
+    float amax;
+    std::memcpy(&amax, &amax_bits, sizeof(amax));
+    if (amax_bits >= 0x7f800000u || amax < kTinyAmax) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_setzero_si256());
+      sum[b] = 0;
+      d[b] = amax_bits >= 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+      continue;
+    }
+    d[b] = amax / 127.0f;
+    const __m512 inv = _mm512_set1_ps(127.0f / amax);
+    __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inv));
+    __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inv));
+    i0 = _mm512_min_epi32(_mm512_max_epi32(i0, lo), hi);
+    i1 = _mm512_min_epi32(_mm512_max_epi32(i1, lo), hi);
+    sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(i1));
+  }
+}
+
+// ---- matmul building blocks ---------------------------------------------------------------------
+
+// The activation side of one call: row i at q + i k, its block scales and accumulator start
+// values (kMagicBits - offset sum[i, b]) at d + i nb and init + i nb.
+struct Rows {
+  const int8_t* q;
+  const float* d;
+  const int32_t* init;
+  size_t k, nb;
+};
+
+// G groups of u8 weights (w + offset) in the packed int8 layout [k/4][16][4], group g at
+// w + g w_stride; the f32 block scales of group g, block b at s + g s_group + b s_block.
+// next (or nullptr): next_lines cache lines of weights the GEMM reads after this panel, which the
+// tile prefetches into L2, spread over its blocks (each row block takes its share of the next
+// panel), so that the DRAM stream of a GEMM overlaps the arithmetic instead of stalling the first
+// row block of every panel.
+struct Panel {
+  const uint8_t* w;
+  size_t w_stride;
+  const float* s;
+  size_t s_group, s_block;
+  const uint8_t* next = nullptr;
+  size_t next_lines = 0;
+};
+
+// Where the tile's results go: columns [col, col + 16 G), those at or past n_end dropped.
+struct Out {
+  float* y;
+  size_t ldy;
+  const float* bias;
+  size_t n_end;
+};
+
+// init[i nb + b] = kMagicBits - offset sum[i, b] for the m rows (see the file comment).
+int32_t* StartValues(Q8Rows x, size_t m, size_t nb, int32_t offset, uint8_t* scratch) {
+  int32_t* init = reinterpret_cast<int32_t*>(scratch);
+  for (size_t i = 0; i < m * nb; ++i) init[i] = kMagicBits - offset * x.sum[i];
+  return init;
+}
+
+// acc = fmaf(float(dot), d * s, acc) per lane, with dot the block's integer accumulator.
+inline __m512 BlockFma(__m512i dot, __m512 d, __m512 s, __m512 acc) {
+  const __m512 dotf = _mm512_sub_ps(_mm512_castsi512_ps(dot), _mm512_set1_ps(kMagic));
+  return _mm512_fmadd_ps(dotf, _mm512_mul_ps(d, s), acc);
+}
+
+// The f32 scales 2^(e - 128) of 16 E8M0 bytes (e < 255), exact, e = 0 and 1 as subnormals.
+inline __m512 Mxfp4Scales(const uint8_t* e) {
+  const __m512i ei = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e)));
+  return _mm512_scalef_ps(_mm512_set1_ps(1.0f),
+                          _mm512_cvtepi32_ps(_mm512_sub_epi32(ei, _mm512_set1_epi32(128))));
+}
+
+template <int R, int G>
+inline void StoreTile(const __m512 (&acc)[R][G], size_t i0, size_t col, const Out& o) {
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    const size_t c = col + g * kQ8Group;
+    if (c >= o.n_end) break;
+    const __mmask16 mask = Mask16(o.n_end - c);
+    const __m512 bias = o.bias ? _mm512_maskz_loadu_ps(mask, o.bias + c) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      // The reference adds the bias only when there is one (acc + 0 would turn -0 into +0).
+      const __m512 v = o.bias ? _mm512_add_ps(acc[r][g], bias) : acc[r][g];
+      _mm512_mask_storeu_ps(o.y + (i0 + r) * o.ldy + c, mask, v);
+    }
+  }
+}
+
+// Rows i0 .. i0 + R - 1 against the panel's G groups (columns col .. col + 16 G - 1).
+template <int R, int G, bool kPrefetch>
+void Tile(const Rows& x, size_t i0, const Panel& p, size_t col, const Out& o) {
+  __m512 acc[R][G];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  }
+  const int8_t* q = x.q + i0 * x.k;
+  const float* d = x.d + i0 * x.nb;
+  const int32_t* init = x.init + i0 * x.nb;
+  const size_t next_per_block = x.nb > 0 ? (p.next_lines + x.nb - 1) / x.nb : 0;
+  for (size_t b = 0; b < x.nb; ++b) {
+    __m512i dot[R][G];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512i start = _mm512_set1_epi32(init[r * x.nb + b]);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) dot[r][g] = start;
+    }
+    if (p.next != nullptr) {
+      for (size_t l = b * next_per_block; l < Min((b + 1) * next_per_block, p.next_lines); ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(p.next) + l * 64, _MM_HINT_T1);
+      }
+    }
+    const uint8_t* wb = p.w + b * kSteps * kStepBytes;
+    const int8_t* qb = q + b * kQ8Block;
+#pragma GCC unroll 8
+    for (size_t t = 0; t < kSteps; ++t) {
+      __m512i w[G];
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        const uint8_t* src = wb + g * p.w_stride + t * kStepBytes;
+        if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(src) + kPrefetchBytes, _MM_HINT_T0);
+        w[g] = _mm512_loadu_si512(src);
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m512i qv = _mm512_set1_epi32(Load32(qb + r * x.k + 4 * t));
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], w[g], qv);
+      }
+    }
+    __m512 s[G];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) s[g] = _mm512_loadu_ps(p.s + g * p.s_group + b * p.s_block);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 dr = _mm512_set1_ps(d[r * x.nb + b]);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) acc[r][g] = BlockFma(dot[r][g], dr, s[g], acc[r][g]);
+    }
+  }
+  StoreTile<R, G>(acc, i0, col, o);
+}
+
+// Rows i0 .. i0 + R - 1 against G MXFP4 groups read straight from the packed layout: codes and
+// scales point at the first group's, the next groups follow at code_stride / scale_stride.
+template <int R, int G>
+void Mxfp4DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_stride,
+                     const uint8_t* scales, size_t scale_stride, size_t col, const Out& o) {
+  const __m512i lut = _mm512_load_si512(kMxfp4Lut);
+  __m512 acc[R][G];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  }
+  const int8_t* q = x.q + i0 * x.k;
+  const float* d = x.d + i0 * x.nb;
+  const int32_t* init = x.init + i0 * x.nb;
+  for (size_t b = 0; b < x.nb; ++b) {
+    __m512i dot[R][G];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512i start = _mm512_set1_epi32(init[r * x.nb + b]);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) dot[r][g] = start;
+    }
+    const uint8_t* cb = codes + b * (kSteps / 2) * kStepBytes;
+    const int8_t* qb = q + b * kQ8Block;
+#pragma GCC unroll 4
+    for (size_t h = 0; h < kSteps / 2; ++h) {  // one code vector: 8 k values
+      __m512i lo[G], hi[G];
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        const uint8_t* src = cb + g * code_stride + h * kStepBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(src) + kPrefetchBytes, _MM_HINT_T0);
+        const __m512i v = _mm512_loadu_si512(src);
+        lo[g] = _mm512_permutexvar_epi8(v, lut);
+        hi[g] = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), lut);
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m512i ql = _mm512_set1_epi32(Load32(qb + r * x.k + 8 * h));
+        const __m512i qh = _mm512_set1_epi32(Load32(qb + r * x.k + 8 * h + 4));
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], lo[g], ql);
+          dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], hi[g], qh);
+        }
+      }
+    }
+    __m512 s[G];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* e = scales + g * scale_stride + b * kQ8Group;
+      if (b % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(e) + kPrefetchBytes, _MM_HINT_T0);
+      s[g] = Mxfp4Scales(e);
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 dr = _mm512_set1_ps(d[r * x.nb + b]);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) acc[r][g] = BlockFma(dot[r][g], dr, s[g], acc[r][g]);
+    }
+  }
+  StoreTile<R, G>(acc, i0, col, o);
+}
+
+// ---- dispatch -----------------------------------------------------------------------------------
+
+using TileFn = void (*)(const Rows&, size_t, const Panel&, size_t, const Out&);
+
+template <int G, bool kPrefetch>
+TileFn TileFor(size_t rows) {
+  static_assert(kGemmRows == 6, "one case per row count");
+  switch (rows) {
+    case 1: return Tile<1, G, kPrefetch>;
+    case 2: return Tile<2, G, kPrefetch>;
+    case 3: return Tile<3, G, kPrefetch>;
+    case 4: return Tile<4, G, kPrefetch>;
+    case 5: return Tile<5, G, kPrefetch>;
+    default: return Tile<6, G, kPrefetch>;
+  }
+}
+
+TileFn TileFor(size_t rows, size_t groups, bool prefetch) {
+  static_assert(kGemmGroups == 2, "one case per group count");
+  if (groups == 1) return prefetch ? TileFor<1, true>(rows) : TileFor<1, false>(rows);
+  return prefetch ? TileFor<2, true>(rows) : TileFor<2, false>(rows);
+}
+
+// Decode-sized int8 calls (m <= kDirectMaxRows): kDirectGroups groups per pass, streamed.
+TileFn GemvTileFor(size_t rows, size_t groups) {
+  static_assert(kDirectGroups == 4 && kDirectMaxRows == 4, "one case per group and row count");
+  if (groups == 1) return TileFor<1, true>(rows);
+  switch (rows) {
+    case 1: return Tile<1, 4, true>;
+    case 2: return Tile<2, 4, true>;
+    case 3: return Tile<3, 4, true>;
+    default: return Tile<4, 4, true>;
+  }
+}
+
+using DirectFn = void (*)(const Rows&, size_t, const uint8_t*, size_t, const uint8_t*, size_t, size_t,
+                          const Out&);
+
+template <int G>
+DirectFn DirectFor(size_t rows) {
+  static_assert(kDirectMaxRows == 4, "one case per row count");
+  switch (rows) {
+    case 1: return Mxfp4DirectTile<1, G>;
+    case 2: return Mxfp4DirectTile<2, G>;
+    case 3: return Mxfp4DirectTile<3, G>;
+    default: return Mxfp4DirectTile<4, G>;
+  }
+}
+
+DirectFn DirectFor(size_t rows, size_t groups) {
+  static_assert(kDirectGroups == 4, "one case per group count");
+  return groups == kDirectGroups ? DirectFor<4>(rows) : DirectFor<1>(rows);
+}
+
+// ---- matmuls ------------------------------------------------------------------------------------
+
+// The panel with rows [i, i + r)'s share of the `bytes` that follow it in memory (Panel::next).
+Panel WithNextShare(Panel p, const uint8_t* next, size_t bytes, size_t i, size_t r, size_t m) {
+  const size_t lines = bytes / 64, begin = lines * i / m, end = lines * (i + r) / m;
+  p.next = next + begin * 64;
+  p.next_lines = end - begin;
+  return p;
+}
+
+// Calls fn(i0, rows) for row blocks covering [0, m): as few blocks as kGemmRows allows, their
+// heights differing by at most one (m = 32: 6, 6, 5, 5, 5, 5 rather than 6 x 5 + 2), so no block
+// is a thin, inefficient tail.
+template <typename Fn>
+void ForRowBlocks(size_t m, const Fn& fn) {
+  const size_t blocks = (m + kGemmRows - 1) / kGemmRows;
+  const size_t base = m / blocks, taller = m % blocks;
+  size_t i = 0;
+  for (size_t blk = 0; blk < blocks; ++blk) {
+    const size_t rows = base + (blk < taller ? 1 : 0);
+    fn(i, rows);
+    i += rows;
+  }
+}
+
+void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const float* scales, size_t n_begin,
+                  size_t n_end, const float* bias, float* y, size_t ldy) {
+  if (m == 0 || n_begin >= n_end) return;
+  const size_t nb = k / kQ8Block;
+  const Rows rows{x.q, x.d, StartValues(x, m, nb, kInt8Offset, ThreadScratch(m * nb * sizeof(int32_t))), k, nb};
+  const Out out{y, ldy, bias, n_end};
+  const size_t g_end = (n_end + kQ8Group - 1) / kQ8Group;
+  if (m <= kDirectMaxRows) {
+    for (size_t g = n_begin / kQ8Group; g < g_end;) {
+      const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
+      const Panel panel{values + g * (k * kQ8Group), k * kQ8Group, scales + g * kQ8Group, kQ8Group, 0};
+      GemvTileFor(m, groups)(rows, 0, panel, g * kQ8Group, out);
+      g += groups;
+    }
+    return;
+  }
+  for (size_t g = n_begin / kQ8Group; g < g_end; g += kGemmGroups) {
+    const size_t groups = Min(kGemmGroups, g_end - g);
+    // Per-row scales: the same vector for every block. The first row block prefetches the next
+    // panel; the first panel of the call streams its weights itself.
+    const size_t next_groups = g + groups < g_end ? Min(kGemmGroups, g_end - g - groups) : 0;
+    const Panel panel{values + g * (k * kQ8Group), k * kQ8Group, scales + g * kQ8Group, kQ8Group, 0};
+    const bool first = g == n_begin / kQ8Group;
+    ForRowBlocks(m, [&](size_t i, size_t r) {
+      const Panel p = WithNextShare(panel, values + (g + groups) * (k * kQ8Group), next_groups * k * kQ8Group, i, r, m);
+      TileFor(r, groups, first && i == 0)(rows, i, p, g * kQ8Group, out);
+    });
+  }
+}
+
+// Decodes `groups` MXFP4 groups into u8 weights (2 E2M1 + 12, int8 layout) and f32 block scales.
+void DecodeMxfp4Panel(const uint8_t* codes, const uint8_t* scales, size_t k, size_t groups, uint8_t* w,
+                      float* s) {
+  const __m512i lut = _mm512_load_si512(kMxfp4Lut);
+  const size_t nb = k / kQ8Block;
+  for (size_t g = 0; g < groups; ++g) {
+    const uint8_t* cg = codes + g * (k * kQ8Group / 2);
+    uint8_t* wg = w + g * (k * kQ8Group);
+    for (size_t h = 0; h < k / 8; ++h) {
+      // The codes come from memory: the first row blocks of the GEMM wait for this loop.
+      _mm_prefetch(reinterpret_cast<const char*>(cg + h * kStepBytes) + kPrefetchBytes, _MM_HINT_T0);
+      const __m512i v = _mm512_loadu_si512(cg + h * kStepBytes);
+      _mm512_store_si512(wg + 2 * h * kStepBytes, _mm512_permutexvar_epi8(v, lut));
+      _mm512_store_si512(wg + (2 * h + 1) * kStepBytes, _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), lut));
+    }
+    for (size_t b = 0; b < nb; ++b) {
+      _mm512_store_ps(s + (g * nb + b) * kQ8Group, Mxfp4Scales(scales + (g * nb + b) * kQ8Group));
+    }
+  }
+}
+
+void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uint8_t* scales, size_t n_begin,
+                   size_t n_end, const float* bias, float* y, size_t ldy) {
+  if (m == 0 || n_begin >= n_end) return;
+  const size_t nb = k / kQ8Block;
+  const size_t g_begin = n_begin / kQ8Group, g_end = (n_end + kQ8Group - 1) / kQ8Group;
+  const size_t code_stride = k * kQ8Group / 2, scale_stride = nb * kQ8Group;
+  const Out out{y, ldy, bias, n_end};
+  if (m <= kDirectMaxRows) {
+    const Rows rows{x.q, x.d, StartValues(x, m, nb, kMxfp4Offset, ThreadScratch(m * nb * sizeof(int32_t))), k, nb};
+    for (size_t g = g_begin; g < g_end;) {
+      const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
+      DirectFor(m, groups)(rows, 0, codes + g * code_stride, code_stride, scales + g * scale_stride, scale_stride,
+                           g * kQ8Group, out);
+      g += groups;
+    }
+    return;
+  }
+  // Scratch: start values, then the panel's weights (kGemmGroups k 16 bytes) and scales.
+  const size_t init_bytes = Align64(m * nb * sizeof(int32_t));
+  const size_t w_bytes = kGemmGroups * k * kQ8Group;
+  uint8_t* scratch = ThreadScratch(init_bytes + w_bytes + kGemmGroups * scale_stride * sizeof(float));
+  const Rows rows{x.q, x.d, StartValues(x, m, nb, kMxfp4Offset, scratch), k, nb};
+  uint8_t* w = scratch + init_bytes;
+  float* s = reinterpret_cast<float*>(w + w_bytes);
+  for (size_t g = g_begin; g < g_end; g += kGemmGroups) {
+    const size_t groups = Min(kGemmGroups, g_end - g);
+    DecodeMxfp4Panel(codes + g * code_stride, scales + g * scale_stride, k, groups, w, s);
+    // The first row block prefetches the next panel's codes (its scales are 1/16 of that).
+    const size_t next_groups = g + groups < g_end ? Min(kGemmGroups, g_end - g - groups) : 0;
+    const Panel panel{w, k * kQ8Group, s, scale_stride, kQ8Group};
+    ForRowBlocks(m, [&](size_t i, size_t r) {
+      const Panel p = WithNextShare(panel, codes + (g + groups) * code_stride, next_groups * code_stride, i, r, m);
+      TileFor(r, groups, false)(rows, i, p, g * kQ8Group, out);
+    });
+  }
+}
+
+}  // namespace
+
+void FillAvx512VnniQ8(KernelTable& t) {
+  t.quantize_q8 = QuantizeQ8;
+  t.quantize_q8_isa = "avx512vnni";
+  t.matmul_q8_mxfp4 = MatmulQ8Mxfp4;
+  t.matmul_q8_mxfp4_isa = "avx512vnni";
+  t.matmul_q8_int8 = MatmulQ8Int8;
+  t.matmul_q8_int8_isa = "avx512vnni";
+}
+
+}  // namespace tessera

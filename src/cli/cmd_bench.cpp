@@ -88,7 +88,7 @@ void RunSpecCost(const BenchArgs& a, const GptOssModel& model) {
   constexpr int64_t kMaxK = 8;
   const double kAlphas[] = {0.5, 0.7, 0.9};
   const int64_t P = std::max(1, a.prompt);
-  KvCache cache(model.config(), P + kMaxK + 1, ParseKvType(a.kv_type));
+  KvCache cache(model.cache_config(), P + kMaxK + 1, ParseKvType(a.kv_type));
   std::mt19937 rng(4321);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size()) - 1);
   std::vector<int32_t> ids(P);
@@ -180,13 +180,13 @@ void RunBench(const BenchArgs& a) {
   std::vector<float> logits;
 
   auto run_pp = [&] {
-    KvCache cache(model->config(), context, kv);
+    KvCache cache(model->cache_config(), context, kv);
     const auto t0 = std::chrono::steady_clock::now();
     model->Forward(prompt, 0, cache, LogitsMode::kLast, logits);
     return a.prompt / Seconds(t0, std::chrono::steady_clock::now());
   };
   auto run_tg = [&] {
-    KvCache cache(model->config(), context, kv);
+    KvCache cache(model->cache_config(), context, kv);
     int32_t next[1] = {token(rng)};
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < a.gen; ++i) {
@@ -206,7 +206,7 @@ void RunBench(const BenchArgs& a) {
   if (a.gen > 0) {
     Result r{"tg" + std::to_string(a.gen), 0, a.gen, {}};
     {
-      KvCache warm(model->config(), 1, kv);
+      KvCache warm(model->cache_config(), 1, kv);
       const int32_t one[1] = {0};
       model->Forward(one, 0, warm, LogitsMode::kLast, logits);
     }

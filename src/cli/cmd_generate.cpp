@@ -138,7 +138,8 @@ struct Session {
 
 Session Open(const RunArgs& a) {
   const SpecOptions spec = ParseSpecArgs(a);  // before the (slow) load
-  auto model = GptOssModel::Load(a.model, ToModelOptions(a.model_args));
+  const ModelOptions options = ToModelOptions(a.model_args);
+  auto model = GptOssModel::Load(a.model, options);
   Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
   Session s{std::move(model), std::move(tokenizer), nullptr, nullptr, {}, spec};
   s.harmony = std::make_unique<HarmonyEncoding>(s.tokenizer);
@@ -147,7 +148,8 @@ Session Open(const RunArgs& a) {
   s.sampling.top_k = a.top_k;
   s.sampling.top_p = a.top_p;
   s.sampling.min_p = a.min_p;
-  s.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+  // Every rank of a --tp job samples from the same logits and must draw the same numbers.
+  s.sampling.seed = AgreeAcrossRanks(options, a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}());
   ValidateSamplingParams(s.sampling);
   return s;
 }
@@ -265,6 +267,7 @@ void RunGenerate(const RunArgs& a) {
 }
 
 void RunChat(const RunArgs& a) {
+  if (a.model_args.tp > 1) Fail("chat: --tp is not supported (mpirun gives stdin to rank 0 only); use generate");
   Session s = Open(a);
   SystemContent system;
   system.reasoning_effort = ParseReasoningEffort(a.reasoning);

@@ -43,12 +43,14 @@ struct LogitsArgs {
 
 void RunLogits(const LogitsArgs& args) {
   const std::vector<int32_t> ids = ParseIds(args.ids);
-  const auto model = GptOssModel::Load(args.model, ToModelOptions(args.model_args));
-  KvCache cache(model->config(), static_cast<int64_t>(ids.size()), ParseKvType(args.kv_type));
+  const ModelOptions options = ToModelOptions(args.model_args);
+  const auto model = GptOssModel::Load(args.model, options);
+  KvCache cache(model->cache_config(), static_cast<int64_t>(ids.size()), ParseKvType(args.kv_type));
   std::vector<float> logits;
   model->Forward(ids, 0, cache, LogitsMode::kAll, logits);
   const int64_t V = model->vocab_size(), n = static_cast<int64_t>(ids.size());
   if (!args.out.empty()) {
+    if (options.tp && options.tp->rank() != 0) return;  // every rank holds the same logits; rank 0 writes
     WriteNpyF32(args.out, {n, V}, logits.data());
     std::printf("wrote %s: float32 [%lld, %lld]\n", args.out.c_str(), static_cast<long long>(n),
                 static_cast<long long>(V));

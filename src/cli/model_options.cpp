@@ -1,5 +1,11 @@
 #include "cli/model_options.h"
 
+#include <cstdio>
+
+#include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/tp_group.h"
+
 namespace tessera::cli {
 
 void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precision) {
@@ -14,13 +20,27 @@ void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precisi
                   "(per-row scales, made at load; needs --precision fast)")
       ->capture_default_str()
       ->check(CLI::IsMember({"bf16", "int8"}));
+  cmd->add_option("--tp", args.tp,
+                  "tensor-parallel degree: split heads, experts and lm_head over the ranks of an MPI job "
+                  "(mpirun -np P tessera ... --tp P, ranks on one or several hosts)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
 }
 
 ModelOptions ToModelOptions(const ModelArgs& args) {
   ModelOptions o;
   o.precision = args.precision == "exact" ? Precision::kExact : Precision::kFast;
   o.dense = args.dense == "int8" ? DenseWeights::kInt8 : DenseWeights::kBf16;
+  o.tp = MakeTensorParallelGroup(args.tp);
+  if (o.tp && o.tp->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) {
+    Fail("rank ", o.tp->rank(), ": cannot silence stdout");
+  }
   return o;
+}
+
+uint64_t AgreeAcrossRanks(const ModelOptions& options, uint64_t value) {
+  if (options.tp) World().Broadcast(&value, sizeof(value), 0);
+  return value;
 }
 
 }  // namespace tessera::cli

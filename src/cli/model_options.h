@@ -13,10 +13,15 @@ namespace tessera::cli {
 struct ModelArgs {
   std::string precision;
   std::string dense = "bf16";
+  int tp = 1;
 };
 
-// Adds --precision (default `default_precision`) and --dense to `cmd`.
+// Adds --precision (default `default_precision`), --dense and --tp to `cmd`.
 void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precision);
+// With --tp P > 1 this joins the MPI job (which must have P ranks) and silences stdout on every
+// rank but 0, so the job prints one copy of the output (errors still reach stderr).
 ModelOptions ToModelOptions(const ModelArgs& args);
+// A value every rank of a --tp job agrees on: rank 0's (identity without --tp).
+uint64_t AgreeAcrossRanks(const ModelOptions& options, uint64_t value);
 
 }  // namespace tessera::cli

@@ -16,7 +16,7 @@ double MillisSince(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Generator::Generator(const GptOssModel& model, int64_t context, KvType kv_type)
-    : model_(model), cache_(model.config(), context, kv_type) {
+    : model_(model), cache_(model.cache_config(), context, kv_type) {
   if (context > model.config().max_position_embeddings) {
     Fail("context size ", context, " exceeds the model's max_position_embeddings ",
          model.config().max_position_embeddings);

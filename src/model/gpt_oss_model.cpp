@@ -46,7 +46,8 @@ struct GptOssModel::Layer {
   bool sliding = false;
   std::vector<float> input_norm, post_norm;  // [H]
   DenseMatrix wq, wk, wv;                    // [Nq*D, H], [Nkv*D, H], [Nkv*D, H]
-  DenseMatrix wo;                            // [H, Nq*D]
+  DenseMatrix wo;                            // [H, nq*D] (this rank's columns)
+  ByteBuffer wo_columns;                     // owner of wo's BF16 when it is a column slice
   std::vector<float> bq, bk, bv, bo;
   std::vector<float> sinks;                  // [Nq]
   DenseMatrix router;                        // [E, H]
@@ -123,16 +124,47 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
   if (options.dense == DenseWeights::kInt8 && options.precision != Precision::kFast) {
     Fail("int8 dense weights need the fast precision (int8 activations); the exact path reads BF16");
   }
-  auto dense = [&](const TensorView& t) {
+  // This rank's shard (model/tensor_parallel.h), checked before anything is read.
+  const int64_t Nq = c.num_attention_heads, Nkv = c.num_key_value_heads, E = c.num_local_experts;
+  const int64_t D = c.head_dim, H = c.hidden_size, V = c.vocab_size;
+  const int64_t P = options.tp ? options.tp->size() : 1, r = options.tp ? options.tp->rank() : 0;
+  if (P > 1) {
+    if (Nq % P != 0) Fail(config_path, ": tensor parallel degree ", P, " does not divide the ", Nq, " attention heads");
+    if (Nkv % P != 0 && P % Nkv != 0) {
+      Fail(config_path, ": tensor parallel degree ", P, " and the ", Nkv,
+           " key/value heads: one must divide the other (heads are split, or shared heads replicated)");
+    }
+    if (E % P != 0) Fail(config_path, ": tensor parallel degree ", P, " does not divide the ", E, " experts");
+  }
+  model->tp_rank_ = static_cast<int>(r);
+  model->tp_size_ = static_cast<int>(P);
+  model->nq_ = Nq / P;
+  const int64_t q0 = r * model->nq_;
+  model->nkv_ = Nkv % P == 0 ? Nkv / P : 1;
+  const int64_t kv0 = Nkv % P == 0 ? r * model->nkv_ : q0 / (Nq / Nkv);
+  model->ne_ = E / P;
+  model->e0_ = r * model->ne_;
+  const bool vocab_parallel = P > 1 && V % P == 0;
+  model->nv_ = vocab_parallel ? V / P : V;
+  model->cache_config_ = c;
+  model->cache_config_.num_attention_heads = model->nq_;
+  model->cache_config_.num_key_value_heads = model->nkv_;
+
+  // Rows [row0, row0 + rows) of a BF16 matrix.
+  auto dense = [&](const TensorView& t, int64_t row0 = 0, int64_t rows = -1) {
     DenseMatrix m;
-    m.bf16 = Bf16Matrix(t, dir);
-    m.n = t.shape()[0];
     m.k = t.shape()[1];
+    m.n = rows < 0 ? t.shape()[0] : rows;
+    m.bf16 = Bf16Matrix(t, dir) + row0 * m.k;
     return m;
+  };
+  auto slice = [](std::vector<float> v, int64_t begin, int64_t count) {
+    return std::vector<float>(v.begin() + begin, v.begin() + begin + count);
   };
   model->embed_ = Bf16Matrix(store.Get("model.embed_tokens.weight"), dir);
   model->lm_head_ = std::make_unique<DenseMatrix>(
-      dense(store.Get(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight")));
+      dense(store.Get(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"), r * model->nv_,
+            vocab_parallel ? model->nv_ : -1));
   model->final_norm_ = ToF32(store.Get("model.norm.weight"));
   model->layers_.resize(c.num_hidden_layers);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -142,29 +174,43 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
     L.sliding = c.layer_types[l] == LayerType::kSlidingAttention;
     L.input_norm = ToF32(get("input_layernorm.weight"));
     L.post_norm = ToF32(get("post_attention_layernorm.weight"));
-    L.wq = dense(get("self_attn.q_proj.weight"));
-    L.wk = dense(get("self_attn.k_proj.weight"));
-    L.wv = dense(get("self_attn.v_proj.weight"));
+    L.wq = dense(get("self_attn.q_proj.weight"), q0 * D, model->nq_ * D);
+    L.wk = dense(get("self_attn.k_proj.weight"), kv0 * D, model->nkv_ * D);
+    L.wv = dense(get("self_attn.v_proj.weight"), kv0 * D, model->nkv_ * D);
     L.wo = dense(get("self_attn.o_proj.weight"));
+    if (P > 1) {
+      // o_proj is row-parallel: this rank's input columns [q0 D, (q0 + nq) D) of every row,
+      // copied so the kernels see a dense [H, nq D] matrix; the full rows are then released.
+      const int64_t cols = model->nq_ * D, full = Nq * D;
+      L.wo_columns = ByteBuffer(H * cols * sizeof(uint16_t));
+      uint16_t* dst = L.wo_columns.as<uint16_t>();
+      for (int64_t row = 0; row < H; ++row) {
+        std::memcpy(dst + row * cols, L.wo.bf16 + row * full + q0 * D, cols * sizeof(uint16_t));
+      }
+      ReleaseMappedRange(L.wo.bf16, H * full * sizeof(uint16_t));
+      L.wo.bf16 = dst;
+      L.wo.k = cols;
+    }
     if (c.attention_bias) {
-      L.bq = ToF32(get("self_attn.q_proj.bias"));
-      L.bk = ToF32(get("self_attn.k_proj.bias"));
-      L.bv = ToF32(get("self_attn.v_proj.bias"));
+      L.bq = slice(ToF32(get("self_attn.q_proj.bias")), q0 * D, model->nq_ * D);
+      L.bk = slice(ToF32(get("self_attn.k_proj.bias")), kv0 * D, model->nkv_ * D);
+      L.bv = slice(ToF32(get("self_attn.v_proj.bias")), kv0 * D, model->nkv_ * D);
       L.bo = ToF32(get("self_attn.o_proj.bias"));
     }
-    L.sinks = ToF32(get("self_attn.sinks"));
+    L.sinks = slice(ToF32(get("self_attn.sinks")), q0, model->nq_);
     L.router = dense(get("mlp.router.weight"));
     L.router_b = ToF32(get("mlp.router.bias"));
-    L.gate_up.codes = get("mlp.experts.gate_up_proj_blocks").data;
-    L.gate_up.scales = get("mlp.experts.gate_up_proj_scales").data;
-    L.gate_up.n = 2 * c.intermediate_size;
-    L.gate_up.k = c.hidden_size;
-    L.gate_up_bias = ToF32(get("mlp.experts.gate_up_proj_bias"));
-    L.down.codes = get("mlp.experts.down_proj_blocks").data;
-    L.down.scales = get("mlp.experts.down_proj_scales").data;
-    L.down.n = c.hidden_size;
-    L.down.k = c.intermediate_size;
-    L.down_bias = ToF32(get("mlp.experts.down_proj_bias"));
+    const int64_t I = c.intermediate_size;
+    L.gate_up.n = 2 * I;
+    L.gate_up.k = H;
+    L.gate_up.codes = get("mlp.experts.gate_up_proj_blocks").data + model->e0_ * (2 * I * H / 2);
+    L.gate_up.scales = get("mlp.experts.gate_up_proj_scales").data + model->e0_ * (2 * I * H / 32);
+    L.gate_up_bias = slice(ToF32(get("mlp.experts.gate_up_proj_bias")), model->e0_ * 2 * I, model->ne_ * 2 * I);
+    L.down.n = H;
+    L.down.k = I;
+    L.down.codes = get("mlp.experts.down_proj_blocks").data + model->e0_ * (H * I / 2);
+    L.down.scales = get("mlp.experts.down_proj_scales").data + model->e0_ * (H * I / 32);
+    L.down_bias = slice(ToF32(get("mlp.experts.down_proj_bias")), model->e0_ * H, model->ne_ * H);
   }
   if (options.precision == Precision::kFast) model->LoadFastWeights();
   return model;
@@ -172,7 +218,7 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
 
 void GptOssModel::LoadFastWeights() {
   const ModelConfig& c = config_;
-  const int64_t E = c.num_local_experts;
+  const int64_t E = ne_;  // this rank's experts
   // MXFP4 experts -> q8 layout, one expert matrix per task; each checkpoint tensor's pages are
   // released once all its experts are repacked, so at most one tensor is resident twice.
   auto repack = [&](ExpertMatrices& m, const std::string& name) {
@@ -189,7 +235,7 @@ void GptOssModel::LoadFastWeights() {
     });
     for (int64_t e = 0; e < E; ++e) {
       if (bad[e] >= 0) {
-        Fail(path_, ": tensor '", name, "_scales' has scale byte 255 (NaN) in expert ", e, " row ", bad[e],
+        Fail(path_, ": tensor '", name, "_scales' has scale byte 255 (NaN) in expert ", e0_ + e, " row ", bad[e],
              "; the fast path cannot represent it (use --precision exact)");
       }
     }
@@ -232,9 +278,11 @@ void GptOssModel::LoadFastWeights() {
       quantize(L.wo, p + "self_attn.o_proj.weight");
       quantize(L.router, p + "mlp.router.weight");
       for (DenseMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.router}) {
-        ReleaseMappedRange(m->bf16, m->n * m->k * sizeof(uint16_t));
+        // o_proj's column slice (tensor parallelism) is our own copy: free it instead.
+        if (m->bf16 != L.wo_columns.as<uint16_t>()) ReleaseMappedRange(m->bf16, m->n * m->k * sizeof(uint16_t));
         m->bf16 = nullptr;
       }
+      L.wo_columns = ByteBuffer();
     }
   }
   if (options_.dense == DenseWeights::kInt8) {
@@ -303,22 +351,26 @@ void GptOssModel::DenseGroup(std::span<const DenseOutput> outs, const float* x, 
   });
 }
 
-void GptOssModel::Attention(int layer, const float* h, int64_t T, int64_t start, KvCache& cache,
-                            const std::vector<float>& rope_cs, float* out) const {
-  const ModelConfig& c = config_;
-  const Layer& L = layers_[layer];
-  const int64_t D = c.head_dim, Nq = c.num_attention_heads, Nkv = c.num_key_value_heads;
-  const int64_t group = Nq / Nkv;
-  std::vector<float> q(T * Nq * D), k(T * Nkv * D), v(T * Nkv * D);
+void GptOssModel::ProjectQkv(const Layer& L, const float* h, int64_t T, float* q, float* k, float* v) const {
   // q, k and v in one dispatch: the small k/v matrices alone would not keep both threads busy.
   Q8Activations hq;  // h quantized once for the three projections (int8 dense weights only)
-  const DenseOutput qkv[] = {{&L.wq, L.bq.empty() ? nullptr : L.bq.data(), q.data()},
-                             {&L.wk, L.bk.empty() ? nullptr : L.bk.data(), k.data()},
-                             {&L.wv, L.bv.empty() ? nullptr : L.bv.data(), v.data()}};
+  const DenseOutput qkv[] = {{&L.wq, L.bq.empty() ? nullptr : L.bq.data(), q},
+                             {&L.wk, L.bk.empty() ? nullptr : L.bk.data(), k},
+                             {&L.wv, L.bv.empty() ? nullptr : L.bv.data(), v}};
   DenseGroup(qkv, h, T, hq);
+}
+
+void GptOssModel::Attention(int layer, float* q, float* k, const float* v, int64_t T, int64_t start,
+                            KvCache& cache, const std::vector<float>& rope_cs, float* out) const {
+  const ModelConfig& c = config_;
+  const Layer& L = layers_[layer];
+  // This rank's heads (all of them without tensor parallelism); local query head i reads local
+  // key/value head i / group in both sharding cases (model/tensor_parallel.h).
+  const int64_t D = c.head_dim, Nq = nq_, Nkv = nkv_;
+  const int64_t group = Nq / Nkv;
   const int64_t cs_stride = 2 * rope_.half();
-  rope_.Apply(q.data(), T, Nq, Nq * D, D, rope_cs.data(), cs_stride);
-  rope_.Apply(k.data(), T, Nkv, Nkv * D, D, rope_cs.data(), cs_stride);
+  rope_.Apply(q, T, Nq, Nq * D, D, rope_cs.data(), cs_stride);
+  rope_.Apply(k, T, Nkv, Nkv * D, D, rope_cs.data(), cs_stride);
 
   auto run = [&](auto elem_tag) {
     using Elem = decltype(elem_tag);
@@ -446,13 +498,27 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
   // Sort the slots by expert (counting sort, slot order kept within an expert): expert e owns
   // rows [offsets[e], offsets[e + 1]) of the sorted buffers, so each expert's weights are
   // streamed once for all its tokens, and all experts run as one ragged grouped matmul.
-  std::vector<int64_t> offsets(E + 1, 0);
-  for (int64_t s = 0; s < S; ++s) ++offsets[chosen[s] + 1];
-  for (int64_t e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
-  std::vector<int32_t> row_of_slot(S);  // sorted row of each slot: the combine's gather index
+  // With tensor parallelism only this rank's experts [e0_, e0_ + ne_) run: the other slots get
+  // no row (row_of_slot -1) and weight 0 in the combine, which makes them contribute exactly 0,
+  // and the ranks' partial sums are added by the caller.
+  const int64_t NE = ne_;
+  std::vector<int64_t> offsets(NE + 1, 0);
+  auto local = [&](int64_t s) { return chosen[s] - e0_; };  // local expert id, in range or not
+  for (int64_t s = 0; s < S; ++s) {
+    if (local(s) >= 0 && local(s) < NE) ++offsets[local(s) + 1];
+  }
+  for (int64_t e = 0; e < NE; ++e) offsets[e + 1] += offsets[e];
+  const int64_t rows = offsets[NE];
+  std::vector<int32_t> row_of_slot(S, -1);  // sorted row of each slot: the combine's gather index
   {
     std::vector<int64_t> next(offsets.begin(), offsets.end() - 1);
-    for (int64_t s = 0; s < S; ++s) row_of_slot[s] = static_cast<int32_t>(next[chosen[s]]++);
+    for (int64_t s = 0; s < S; ++s) {
+      if (local(s) >= 0 && local(s) < NE) row_of_slot[s] = static_cast<int32_t>(next[local(s)]++);
+    }
+  }
+  if (rows == 0) {
+    std::fill(out, out + T * H, 0.0f);
+    return;
   }
 
   // Expert inputs in sorted order: f32 rows (exact) or q8 rows (fast, h quantized once).
@@ -461,20 +527,23 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
   if (fast) {
     if (hq.k == 0) QuantizeQ8(h, T, H, H, hq);
     const size_t nb = H / kQ8Block;
-    xq.m = S;
+    xq.m = rows;
     xq.k = H;
-    xq.q.resize(S * H);
-    xq.d.resize(S * nb);
-    xq.sum.resize(S * nb);
+    xq.q.resize(rows * H);
+    xq.d.resize(rows * nb);
+    xq.sum.resize(rows * nb);
     for (int64_t s = 0; s < S; ++s) {
       const int64_t t = s / K, r = row_of_slot[s];
+      if (r < 0) continue;
       std::memcpy(&xq.q[r * H], &hq.q[t * H], H);
       std::memcpy(&xq.d[r * nb], &hq.d[t * nb], nb * sizeof(float));
       std::memcpy(&xq.sum[r * nb], &hq.sum[t * nb], nb * sizeof(int32_t));
     }
   } else {
-    xs.resize(S * H);
-    for (int64_t s = 0; s < S; ++s) std::memcpy(&xs[row_of_slot[s] * H], h + (s / K) * H, H * sizeof(float));
+    xs.resize(rows * H);
+    for (int64_t s = 0; s < S; ++s) {
+      if (row_of_slot[s] >= 0) std::memcpy(&xs[row_of_slot[s] * H], h + (s / K) * H, H * sizeof(float));
+    }
   }
 
   // One grouped matmul: y[rows of e, n] = x[rows of e, k] . W_e^T + bias_e for every expert.
@@ -490,19 +559,19 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
       float* yr = y + row * w.n;
       if (fast) {
         const size_t nb = w.k / kQ8Block;
-        const Q8Rows rows{&q.q[row * w.k], &q.d[row * nb], &q.sum[row * nb]};
-        kt.matmul_q8_mxfp4(rows, m, w.k, codes, scales, ch.begin, ch.end, b, yr, w.n);
+        const Q8Rows xr{&q.q[row * w.k], &q.d[row * nb], &q.sum[row * nb]};
+        kt.matmul_q8_mxfp4(xr, m, w.k, codes, scales, ch.begin, ch.end, b, yr, w.n);
       } else {
         kt.matmul_mxfp4(x + row * w.k, m, w.k, codes, scales, ch.begin, ch.end, b, yr, w.n);
       }
     });
   };
 
-  std::vector<float> gu(S * 2 * I);
+  std::vector<float> gu(rows * 2 * I);
   grouped(L.gate_up, L.gate_up_bias, xs.data(), xq, gu.data());
   // swigluoai: gate clamped above only, up clamped to [-limit, limit], (up + 1) (§3.5.2).
-  std::vector<float> act(S * I);
-  GlobalPool().ParallelFor(S, 4, [&](size_t begin, size_t end) {
+  std::vector<float> act(rows * I);
+  GlobalPool().ParallelFor(rows, 4, [&](size_t begin, size_t end) {
     for (size_t i = begin * I; i < end * I; ++i) {
       const float g = std::min(gu[2 * i], limit);
       const float u = std::clamp(gu[2 * i + 1], -limit, limit);
@@ -511,14 +580,22 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
     }
   });
   Q8Activations actq;
-  if (fast) QuantizeQ8(act.data(), S, I, I, actq);
-  std::vector<float> ys(S * H);
+  if (fast) QuantizeQ8(act.data(), rows, I, I, actq);
+  std::vector<float> ys(rows * H);
   grouped(L.down, L.down_bias, act.data(), actq, ys.data());
 
   // Combine: out[t] = sum_j weight[t, j] * ys[row_of_slot[t K + j]], summed in slot order
   // j = 0..K-1 (kernels.h gather_reduce: the same bits for every T and thread split, which batch
-  // invariance needs).
-  GatherReduce(ys.data(), S, H, row_of_slot.data(), weight.data(), T, K, H, out, H);
+  // invariance needs). Another rank's slots: weight 0 on row 0, skipped by the kernel.
+  if (rows < S) {
+    for (int64_t s = 0; s < S; ++s) {
+      if (row_of_slot[s] < 0) {
+        row_of_slot[s] = 0;
+        weight[s] = 0.0f;
+      }
+    }
+  }
+  GatherReduce(ys.data(), rows, H, row_of_slot.data(), weight.data(), T, K, H, out, H);
 }
 
 void GptOssModel::Forward(std::span<const int32_t> tokens, int64_t start, KvCache& cache, LogitsMode mode,
@@ -540,38 +617,147 @@ void GptOssModel::Forward(std::span<const int32_t> tokens, int64_t start, KvCach
     logits.clear();
     return;
   }
-  const int64_t H = c.hidden_size, D = c.head_dim, Nq = c.num_attention_heads;
+  const int64_t H = c.hidden_size, V = c.vocab_size, P = tp_size_;
   const KernelTable& kt = ActiveKernels();
+  TensorParallelGroup* tp = options_.tp.get();
+  // Prefill of a batch the ranks can split evenly runs sequence-parallel (each rank keeps T / P
+  // token rows of the residual stream between the fused collectives); decode and uneven batches
+  // keep every row on every rank.
+  const bool sp = P > 1 && T % P == 0 && T >= 2 * P;
+  const int64_t row0 = sp ? tp_rank_ * (T / P) : 0, own = sp ? T / P : T;
 
-  std::vector<float> x(T * H), h(T * H), attn(T * Nq * D), delta(T * H);
-  for (int64_t t = 0; t < T; ++t) kt.convert_bf16_f32(embed_ + static_cast<int64_t>(tokens[t]) * H, &x[t * H], H);
+  std::vector<float> x(T * H);
+  for (int64_t t = 0; t < own; ++t) {
+    kt.convert_bf16_f32(embed_ + static_cast<int64_t>(tokens[row0 + t]) * H, &x[t * H], H);
+  }
   // cos/sin rows [T, 2 * half] for positions [start, start + T), shared by every layer.
   std::vector<float> rope_cs(T * 2 * rope_.half());
   rope_.CosSin(rope_.Frequencies(start + T), start, T, rope_cs.data(), 2 * rope_.half());
-
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const Layer& L = layers_[l];
-    RmsNorm(x.data(), L.input_norm.data(), T, H, c.rms_norm_eps, h.data());
-    Attention(static_cast<int>(l), h.data(), T, start, cache, rope_cs, attn.data());
-    Q8Activations attn_q;
-    Dense(L.wo, attn.data(), T, attn_q, L.bo.empty() ? nullptr : L.bo.data(), delta.data());
-    for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
-    RmsNorm(x.data(), L.post_norm.data(), T, H, c.rms_norm_eps, h.data());
-    Moe(static_cast<int>(l), h.data(), T, delta.data());
-    for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
-  }
+  Layers(x.data(), T, start, cache, rope_cs, sp);
   cache.Extend(start + T);
 
   if (mode == LogitsMode::kNone) {
     logits.clear();
     return;
   }
+  if (sp) {
+    std::vector<float> all(T * H);
+    tp->AllGather(x.data(), own * H, all.data());
+    x.swap(all);
+  }
   const int64_t rows = mode == LogitsMode::kAll ? T : 1;
-  const float* last = &x[(T - rows) * H];
-  RmsNorm(last, final_norm_.data(), rows, H, c.rms_norm_eps, h.data());
-  logits.resize(rows * c.vocab_size);
+  std::vector<float> h(rows * H);
+  RmsNorm(&x[(T - rows) * H], final_norm_.data(), rows, H, c.rms_norm_eps, h.data());
+  logits.resize(rows * V);
   Q8Activations hq;
-  Dense(*lm_head_, h.data(), rows, hq, nullptr, logits.data());
+  if (nv_ == V) {
+    Dense(*lm_head_, h.data(), rows, hq, nullptr, logits.data());
+    return;
+  }
+  // Vocabulary-parallel lm_head: each rank has nv_ = V / P rows; gather [P][rows][nv_] and
+  // interleave into [rows][V].
+  std::vector<float> part(rows * nv_), gathered(P * rows * nv_);
+  Dense(*lm_head_, h.data(), rows, hq, nullptr, part.data());
+  tp->AllGather(part.data(), part.size(), gathered.data());
+  for (int64_t p = 0; p < P; ++p) {
+    for (int64_t t = 0; t < rows; ++t) {
+      std::memcpy(&logits[t * V + p * nv_], &gathered[(p * rows + t) * nv_], nv_ * sizeof(float));
+    }
+  }
+}
+
+void GptOssModel::Layers(float* x, int64_t T, int64_t start, KvCache& cache, const std::vector<float>& rope_cs,
+                         bool sp) const {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, D = c.head_dim, P = tp_size_;
+  TensorParallelGroup* tp = options_.tp.get();
+  const int64_t own = sp ? T / P : T;  // rows of x on this rank
+  const int64_t nq = nq_ * D, nkv = nkv_ * D, nqkv = nq + 2 * nkv;
+  std::vector<float> h(T * H), q(T * nq), k(T * nkv), v(T * nkv), attn(T * nq), delta(T * H), qkv, moe_in;
+  if (sp) {
+    qkv.resize(T * nqkv);
+    moe_in.resize(T * H);
+  }
+  auto add_rows = [&](const float* d, const float* bias) {
+    for (int64_t t = 0; t < own; ++t) {
+      if (bias) {
+        for (int64_t i = 0; i < H; ++i) x[t * H + i] += d[t * H + i] + bias[i];
+      } else {
+        for (int64_t i = 0; i < H; ++i) x[t * H + i] += d[t * H + i];
+      }
+    }
+  };
+
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const Layer& L = layers_[l];
+    const float* bo = L.bo.empty() ? nullptr : L.bo.data();
+    RmsNorm(x, L.input_norm.data(), own, H, c.rms_norm_eps, h.data());
+    if (sp) {
+      // Column-parallel q | k | v over the all-gathered token rows, overlapped with the gather.
+      const TensorParallelGroup::LocalGemm gemm = [&](const float* xr, size_t m, float* y, size_t ldy) {
+        Q8Activations xq;
+        const std::pair<const DenseMatrix*, const std::vector<float>*> parts[] = {
+            {&L.wq, &L.bq}, {&L.wk, &L.bk}, {&L.wv, &L.bv}};
+        size_t col = 0;
+        for (const auto& [w, b] : parts) {
+          const float* bias = b->empty() ? nullptr : b->data();
+          if (w->is_int8()) {
+            if (xq.k == 0) QuantizeQ8(xr, m, H, H, xq);
+            MatmulQ8Int8(xq, w->int8_values.data(), w->int8_scales.data(), w->n, bias, y + col, ldy);
+          } else {
+            MatmulBf16(xr, m, H, w->bf16, w->n, bias, y + col, ldy);
+          }
+          col += w->n;
+        }
+      };
+      tp->AllGatherMatmul(h.data(), own, H, nqkv, gemm, qkv.data());
+      for (int64_t t = 0; t < T; ++t) {
+        std::memcpy(&q[t * nq], &qkv[t * nqkv], nq * sizeof(float));
+        std::memcpy(&k[t * nkv], &qkv[t * nqkv + nq], nkv * sizeof(float));
+        std::memcpy(&v[t * nkv], &qkv[t * nqkv + nq + nkv], nkv * sizeof(float));
+      }
+    } else {
+      ProjectQkv(L, h.data(), T, q.data(), k.data(), v.data());
+    }
+    Attention(static_cast<int>(l), q.data(), k.data(), v.data(), T, start, cache, rope_cs, attn.data());
+
+    // o_proj: row-parallel partial products reduced across ranks, its bias added once after.
+    Q8Activations attn_q;
+    if (P == 1) {
+      Dense(L.wo, attn.data(), T, attn_q, bo, delta.data());
+      add_rows(delta.data(), nullptr);
+    } else if (sp) {
+      const TensorParallelGroup::LocalGemm gemm = [&](const float* xr, size_t m, float* y, size_t ldy) {
+        if (L.wo.is_int8()) {
+          Q8Activations xq;
+          QuantizeQ8(xr, m, nq, nq, xq);
+          MatmulQ8Int8(xq, L.wo.int8_values.data(), L.wo.int8_scales.data(), H, nullptr, y, ldy);
+        } else {
+          MatmulBf16(xr, m, nq, L.wo.bf16, H, nullptr, y, ldy);
+        }
+      };
+      tp->MatmulReduceScatter(attn.data(), T, nq, H, gemm, delta.data());
+      add_rows(delta.data(), bo);
+    } else {
+      Dense(L.wo, attn.data(), T, attn_q, nullptr, delta.data());
+      tp->AllReduceSum(delta.data(), T * H);
+      add_rows(delta.data(), bo);
+    }
+
+    RmsNorm(x, L.post_norm.data(), own, H, c.rms_norm_eps, h.data());
+    if (sp) {
+      // Expert-parallel MoE over every token: gather the rows, reduce-scatter the partial sums.
+      tp->AllGather(h.data(), own * H, moe_in.data());
+      Moe(static_cast<int>(l), moe_in.data(), T, delta.data());
+      std::vector<float> mine(own * H);
+      tp->ReduceScatterSum(delta.data(), T * H, mine.data());
+      add_rows(mine.data(), nullptr);
+    } else {
+      Moe(static_cast<int>(l), h.data(), T, delta.data());
+      if (P > 1) tp->AllReduceSum(delta.data(), T * H);
+      add_rows(delta.data(), nullptr);
+    }
+  }
 }
 
 }  // namespace tessera

@@ -21,6 +21,7 @@
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "kernels/q8.h"
+#include "model/tensor_parallel.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
 
@@ -40,6 +41,9 @@ enum class DenseWeights { kBf16, kInt8 };
 struct ModelOptions {
   Precision precision = Precision::kExact;
   DenseWeights dense = DenseWeights::kBf16;
+  // Tensor parallelism (model/tensor_parallel.h): this process is rank tp->rank() of
+  // tp->size() and loads only its shard; nullptr = the whole model in this process.
+  std::shared_ptr<TensorParallelGroup> tp;
 };
 
 class GptOssModel {
@@ -52,6 +56,9 @@ class GptOssModel {
 
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
+  // The configuration KV caches for this model must be built from: config() with this rank's
+  // attention and key/value head counts (the same as config() without tensor parallelism).
+  const ModelConfig& cache_config() const { return cache_config_; }
   const GenerationConfig& generation_config() const { return generation_config_; }
   const std::string& path() const { return path_; }
   int64_t vocab_size() const { return config_.vocab_size; }
@@ -91,13 +98,27 @@ class GptOssModel {
     float* y;
   };
   void DenseGroup(std::span<const DenseOutput> outs, const float* x, int64_t T, Q8Activations& xq) const;
-  void Attention(int layer, const float* h, int64_t T, int64_t start, KvCache& cache,
+  // Projections of h [T, H] to this rank's q [T, nq D], k, v [T, nkv D] (biases included).
+  void ProjectQkv(const Layer& L, const float* h, int64_t T, float* q, float* k, float* v) const;
+  // Attention of the T queries (RoPE applied here, in place) over the cache and the batch; keys
+  // and values of the batch are appended to the cache. out [T, nq D].
+  void Attention(int layer, float* q, float* k, const float* v, int64_t T, int64_t start, KvCache& cache,
                  const std::vector<float>& rope_cs, float* out) const;
+  // Runs the layers on replicated activations x [T, H] (reductions by all-reduce) or, when
+  // `sequence_parallel`, on this rank's token rows x [T / P, H] (fused collectives).
+  void Layers(float* x, int64_t T, int64_t start, KvCache& cache, const std::vector<float>& rope_cs,
+              bool sequence_parallel) const;
   void Moe(int layer, const float* h, int64_t T, float* out) const;
 
   std::string path_;
   ModelOptions options_;
   ModelConfig config_;
+  ModelConfig cache_config_;
+  // This rank's shard (model/tensor_parallel.h); the whole model when options_.tp is null.
+  int tp_rank_ = 0, tp_size_ = 1;
+  int64_t nq_ = 0, nkv_ = 0;  // local query / key-value heads
+  int64_t e0_ = 0, ne_ = 0;   // local experts [e0_, e0_ + ne_)
+  int64_t nv_ = 0;            // local lm_head rows (vocabulary-parallel) or the whole vocabulary
   GenerationConfig generation_config_;
   WeightStore store_;
   Rope rope_;

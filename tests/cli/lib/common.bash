@@ -17,9 +17,9 @@ fail() {
 run_ok() {
   local name="$1"
   shift
-  if ! "$@" >"$WORK/out" 2>"$WORK/err"; then
-    fail "$name: exit $? (stderr: $(cat "$WORK/err"))"
-  fi
+  "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$?
+  [ "$rc" -eq 0 ] || fail "$name: exit $rc (stderr: $(cat "$WORK/err"))"
 }
 
 # run_err NAME TEXT CMD...: must exit 2 with exactly one stderr line containing TEXT.

@@ -207,8 +207,17 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   }
+  // The C rows stream side by side; prefetch the same rows kPrefetchTiles passes ahead (one
+  // line per row every other step), which the hardware prefetchers alone do not keep up with.
+  const char* pf = reinterpret_cast<const char*>(w + kPrefetchTiles * C * k);
   size_t i = 0;
   for (; i + 16 <= k; i += 16) {
+    if constexpr (C == kDotCols) {
+      if (i % 32 == 0) {
+#pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(uint16_t), _MM_HINT_T0);
+      }
+    }
     __m512 xv[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + r * k + i);

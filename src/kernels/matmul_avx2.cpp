@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "kernels/scratch.h"
 #include "kernels/matmul_fill.h"
 #include "kernels/mxfp4.h"
 
@@ -52,36 +53,6 @@ alignas(64) constexpr int32_t kMaskWindow[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                  0,  0,  0,  0,  0,  0,  0,  0};
 inline __m256i Mask8(size_t n) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskWindow + 8 - Min(n, 8)));
-}
-
-// ---- scratch ------------------------------------------------------------------------------------
-
-// One 64-byte aligned buffer per thread, grown on demand (GEMM panel, lane sums and lane-major
-// activations, or the dot form's permuted activations).
-class Scratch {
- public:
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { std::free(data_); }
-  float* Get(size_t floats) {
-    if (floats > capacity_) {
-      std::free(data_);
-      capacity_ = RoundUp(floats, 16);
-      data_ = static_cast<float*>(std::aligned_alloc(64, capacity_ * sizeof(float)));
-      TESSERA_CHECK(data_ != nullptr);
-    }
-    return data_;
-  }
-
- private:
-  float* data_ = nullptr;
-  size_t capacity_ = 0;
-};
-
-float* ThreadScratch(size_t floats) {
-  thread_local Scratch scratch;
-  return scratch.Get(floats);
 }
 
 // ---- decoding -----------------------------------------------------------------------------------
@@ -316,7 +287,7 @@ template <int R>
 void DotMxfp4(const float* x, size_t k, const uint8_t* codes, const uint8_t* scales,
               size_t n_begin, size_t n_end, const float* bias, float* y, size_t ldy) {
   constexpr size_t C = kDotCols<R>;
-  float* xp = ThreadScratch(R * k);
+  float* xp = ThreadScratchFloats(R * k);
   PermuteActivations(x, R, k, xp);
   const size_t groups = k / kMxfp4BlockSize;
   size_t j = n_begin;
@@ -548,7 +519,7 @@ struct GemmScratch {
 GemmScratch GetGemmScratch(size_t m, size_t k) {
   const size_t ldxl = RoundUp(k, 16);  // keeps every row 64-byte aligned
   const size_t panel = kNr * ldxl, sums = kRowChunk * kLanes * kNr;
-  float* base = ThreadScratch(panel + sums + m * ldxl);
+  float* base = ThreadScratchFloats(panel + sums + m * ldxl);
   return {base, base + panel, base + panel + sums, ldxl};
 }
 

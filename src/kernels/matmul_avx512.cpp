@@ -36,6 +36,7 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "kernels/scratch.h"
 #include "kernels/matmul_fill.h"
 #include "kernels/mxfp4.h"
 
@@ -60,36 +61,6 @@ inline size_t CeilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
 inline size_t RoundUp(size_t a, size_t b) { return CeilDiv(a, b) * b; }
 inline __mmask16 Mask16(size_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
-}
-
-// ---- scratch ------------------------------------------------------------------------------------
-
-// One 64-byte aligned buffer per thread, grown on demand (GEMM panel, lane sums and lane-major
-// activations, or the dot form's permuted activations).
-class Scratch {
- public:
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { std::free(data_); }
-  float* Get(size_t floats) {
-    if (floats > capacity_) {
-      std::free(data_);
-      capacity_ = RoundUp(floats, 16);
-      data_ = static_cast<float*>(std::aligned_alloc(64, capacity_ * sizeof(float)));
-      TESSERA_CHECK(data_ != nullptr);
-    }
-    return data_;
-  }
-
- private:
-  float* data_ = nullptr;
-  size_t capacity_ = 0;
-};
-
-float* ThreadScratch(size_t floats) {
-  thread_local Scratch scratch;
-  return scratch.Get(floats);
 }
 
 // ---- decoding -----------------------------------------------------------------------------------
@@ -309,7 +280,7 @@ void DotTileMxfp4(const float* xp, size_t k, const uint8_t* codes, const uint8_t
 template <int R>
 void DotMxfp4(const float* x, size_t k, const uint8_t* codes, const uint8_t* scales,
               size_t n_begin, size_t n_end, const float* bias, float* y, size_t ldy) {
-  float* xp = ThreadScratch(R * k);
+  float* xp = ThreadScratchFloats(R * k);
   PermuteActivations(x, R, k, xp);
   const size_t groups = k / kMxfp4BlockSize;
   size_t j = n_begin;
@@ -556,7 +527,7 @@ struct GemmScratch {
 GemmScratch GetGemmScratch(size_t m, size_t k) {
   const size_t ldxl = RoundUp(k, kLanes);
   const size_t panel = kNr * ldxl, sums = kRowChunk * kLanes * kNr;
-  float* base = ThreadScratch(panel + sums + m * ldxl);
+  float* base = ThreadScratchFloats(panel + sums + m * ldxl);
   return {base, base + panel, base + panel + sums, ldxl};
 }
 

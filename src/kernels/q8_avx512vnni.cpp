@@ -42,6 +42,7 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "kernels/scratch.h"
 #include "kernels/q8.h"
 
 namespace tessera {
@@ -81,36 +82,6 @@ inline int32_t Load32(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof(v));
   return v;
-}
-
-// ---- scratch ------------------------------------------------------------------------------------
-
-// One 64-byte aligned buffer per thread, grown on demand: the accumulator start values and, for
-// MXFP4 GEMMs, the decoded weight panel and its f32 scales.
-class Scratch {
- public:
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { std::free(data_); }
-  uint8_t* Get(size_t bytes) {
-    if (bytes > capacity_) {
-      std::free(data_);
-      capacity_ = (bytes + 63) / 64 * 64;
-      data_ = static_cast<uint8_t*>(std::aligned_alloc(64, capacity_));
-      TESSERA_CHECK(data_ != nullptr);
-    }
-    return data_;
-  }
-
- private:
-  uint8_t* data_ = nullptr;
-  size_t capacity_ = 0;
-};
-
-uint8_t* ThreadScratch(size_t bytes) {
-  thread_local Scratch scratch;
-  return scratch.Get(bytes);
 }
 
 inline size_t Align64(size_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -425,7 +396,7 @@ void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const flo
                   size_t n_end, const float* bias, float* y, size_t ldy) {
   if (m == 0 || n_begin >= n_end) return;
   const size_t nb = k / kQ8Block;
-  const Rows rows{x.q, x.d, StartValues(x, m, nb, kInt8Offset, ThreadScratch(m * nb * sizeof(int32_t))), k, nb};
+  const Rows rows{x.q, x.d, StartValues(x, m, nb, kInt8Offset, ThreadScratchBytes(m * nb * sizeof(int32_t))), k, nb};
   const Out out{y, ldy, bias, n_end};
   const size_t g_end = (n_end + kQ8Group - 1) / kQ8Group;
   if (m <= kDirectMaxRows) {
@@ -480,7 +451,7 @@ void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uin
   const size_t code_stride = k * kQ8Group / 2, scale_stride = nb * kQ8Group;
   const Out out{y, ldy, bias, n_end};
   if (m <= kDirectMaxRows) {
-    const Rows rows{x.q, x.d, StartValues(x, m, nb, kMxfp4Offset, ThreadScratch(m * nb * sizeof(int32_t))), k, nb};
+    const Rows rows{x.q, x.d, StartValues(x, m, nb, kMxfp4Offset, ThreadScratchBytes(m * nb * sizeof(int32_t))), k, nb};
     for (size_t g = g_begin; g < g_end;) {
       const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
       DirectFor(m, groups)(rows, 0, codes + g * code_stride, code_stride, scales + g * scale_stride, scale_stride,
@@ -492,7 +463,7 @@ void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uin
   // Scratch: start values, then the panel's weights (kGemmGroups k 16 bytes) and scales.
   const size_t init_bytes = Align64(m * nb * sizeof(int32_t));
   const size_t w_bytes = kGemmGroups * k * kQ8Group;
-  uint8_t* scratch = ThreadScratch(init_bytes + w_bytes + kGemmGroups * scale_stride * sizeof(float));
+  uint8_t* scratch = ThreadScratchBytes(init_bytes + w_bytes + kGemmGroups * scale_stride * sizeof(float));
   const Rows rows{x.q, x.d, StartValues(x, m, nb, kMxfp4Offset, scratch), k, nb};
   uint8_t* w = scratch + init_bytes;
   float* s = reinterpret_cast<float*>(w + w_bytes);

@@ -44,7 +44,7 @@ namespace tessera {
 namespace {
 
 constexpr size_t kLanes = 16;      // partial sums per output (one zmm of f32)
-constexpr size_t kDotMaxRows = 4;  // m up to this uses the dot form
+constexpr size_t kDotMaxRows = 8;  // m up to this uses the dot form (tiles of <= 4 rows)
 constexpr size_t kDotCols = 4;     // weight rows (output columns) per dot pass
 // Dot passes prefetch the weights this many passes ahead: without it the hardware prefetchers
 // reach only about 40% of the read bandwidth on the MXFP4 pattern and 0.86-0.92 on BF16 rows
@@ -218,14 +218,25 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
   }
 }
 
+// R <= 4 rows in one tile; 5 to 8 rows as rows [0, 4) then [4, R) of the same weight rows, which
+// are still in L1 for the second tile, so the weights stream from memory once.
 template <int R>
 void DotBf16(const float* x, size_t k, const uint16_t* w, size_t n_begin, size_t n_end,
              const float* bias, float* y, size_t ldy) {
+  constexpr int R0 = R <= 4 ? R : 4, R1 = R - R0;
   size_t j = n_begin;
   for (; j + kDotCols <= n_end; j += kDotCols) {
-    DotTileBf16<R, kDotCols>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
+    DotTileBf16<R0, kDotCols>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
+    if constexpr (R1 > 0) {
+      DotTileBf16<R1, kDotCols>(x + R0 * k, k, w + j * k, bias ? bias + j : nullptr, y + R0 * ldy + j, ldy);
+    }
   }
-  for (; j < n_end; ++j) DotTileBf16<R, 1>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
+  for (; j < n_end; ++j) {
+    DotTileBf16<R0, 1>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
+    if constexpr (R1 > 0) {
+      DotTileBf16<R1, 1>(x + R0 * k, k, w + j * k, bias ? bias + j : nullptr, y + R0 * ldy + j, ldy);
+    }
+  }
 }
 
 // As DotTileBf16 for MXFP4: xp holds R rows of permuted activations (PermuteActivations); codes
@@ -283,14 +294,23 @@ void DotMxfp4(const float* x, size_t k, const uint8_t* codes, const uint8_t* sca
   float* xp = ThreadScratchFloats(R * k);
   PermuteActivations(x, R, k, xp);
   const size_t groups = k / kMxfp4BlockSize;
+  // As DotBf16: rows [0, 4) then [4, R) per tile of weight rows.
+  constexpr int R0 = R <= 4 ? R : 4, R1 = R - R0;
   size_t j = n_begin;
   for (; j + kDotCols <= n_end; j += kDotCols) {
-    DotTileMxfp4<R, kDotCols>(xp, k, codes + j * groups * kMxfp4BlockBytes, scales + j * groups,
-                              bias ? bias + j : nullptr, y + j, ldy);
+    const uint8_t* c = codes + j * groups * kMxfp4BlockBytes;
+    DotTileMxfp4<R0, kDotCols>(xp, k, c, scales + j * groups, bias ? bias + j : nullptr, y + j, ldy);
+    if constexpr (R1 > 0) {
+      DotTileMxfp4<R1, kDotCols>(xp + R0 * k, k, c, scales + j * groups, bias ? bias + j : nullptr,
+                                 y + R0 * ldy + j, ldy);
+    }
   }
   for (; j < n_end; ++j) {
-    DotTileMxfp4<R, 1>(xp, k, codes + j * groups * kMxfp4BlockBytes, scales + j * groups,
-                       bias ? bias + j : nullptr, y + j, ldy);
+    const uint8_t* c = codes + j * groups * kMxfp4BlockBytes;
+    DotTileMxfp4<R0, 1>(xp, k, c, scales + j * groups, bias ? bias + j : nullptr, y + j, ldy);
+    if constexpr (R1 > 0) {
+      DotTileMxfp4<R1, 1>(xp + R0 * k, k, c, scales + j * groups, bias ? bias + j : nullptr, y + R0 * ldy + j, ldy);
+    }
   }
 }
 
@@ -543,12 +563,16 @@ void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_
                 size_t n_end, const float* bias, float* y, size_t ldy) {
   if (m == 0 || n_begin >= n_end) return;
   if (k == 0) return BiasOnly(m, n_begin, n_end, bias, y, ldy);
-  static_assert(kDotMaxRows == 4);
+  static_assert(kDotMaxRows == 8);
   switch (m) {
     case 1: return DotBf16<1>(x, k, w, n_begin, n_end, bias, y, ldy);
     case 2: return DotBf16<2>(x, k, w, n_begin, n_end, bias, y, ldy);
     case 3: return DotBf16<3>(x, k, w, n_begin, n_end, bias, y, ldy);
     case 4: return DotBf16<4>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 5: return DotBf16<5>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 6: return DotBf16<6>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 7: return DotBf16<7>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 8: return DotBf16<8>(x, k, w, n_begin, n_end, bias, y, ldy);
     default: break;
   }
   const KBlocks kb = PlanKBlocks(k);
@@ -573,6 +597,10 @@ void MatmulMxfp4(const float* x, size_t m, size_t k, const uint8_t* codes, const
     case 2: return DotMxfp4<2>(x, k, codes, scales, n_begin, n_end, bias, y, ldy);
     case 3: return DotMxfp4<3>(x, k, codes, scales, n_begin, n_end, bias, y, ldy);
     case 4: return DotMxfp4<4>(x, k, codes, scales, n_begin, n_end, bias, y, ldy);
+    case 5: return DotMxfp4<5>(x, k, codes, scales, n_begin, n_end, bias, y, ldy);
+    case 6: return DotMxfp4<6>(x, k, codes, scales, n_begin, n_end, bias, y, ldy);
+    case 7: return DotMxfp4<7>(x, k, codes, scales, n_begin, n_end, bias, y, ldy);
+    case 8: return DotMxfp4<8>(x, k, codes, scales, n_begin, n_end, bias, y, ldy);
     default: break;
   }
   const KBlocks kb = PlanKBlocks(k);

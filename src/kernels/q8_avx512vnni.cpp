@@ -55,7 +55,11 @@ constexpr float kMagic = 12582912.0f;                // 1.5 * 2^23
 constexpr float kTinyAmax = 1e-30f;                  // reference.cpp kQ8TinyAmax
 constexpr int32_t kInt8Offset = 128;                 // int8 weights are stored as W8 + 128
 constexpr int32_t kMxfp4Offset = 12;                 // decoded MXFP4 weights are 2 E2M1 + 12
-constexpr size_t kDirectMaxRows = 4;                 // m up to this: MXFP4 decoded in registers
+constexpr size_t kDirectMaxRows = 4;                 // rows of one decode-sized tile
+// m up to this streams the weights as decode does: each tile of groups runs for rows [0, 4) and
+// then [4, m) while its weights are still in L1/L2 (verifying up to 7 speculative drafts reads
+// every weight once instead of decoding GEMM panels for a handful of rows).
+constexpr size_t kStreamMaxRows = 2 * kDirectMaxRows;
 // Groups per decode-sized tile (m <= kDirectMaxRows, both formats): more independent work per
 // pass (4 dot chains per row) keeps more of the weight stream in flight; measured on the 282 MB
 // stacked MXFP4 case with 1 thread: 0.78 of the read bandwidth with 1 group, 0.96 with 4.
@@ -399,11 +403,13 @@ void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const flo
   const Rows rows{x.q, x.d, StartValues(x, m, nb, kInt8Offset, ThreadScratchBytes(m * nb * sizeof(int32_t))), k, nb};
   const Out out{y, ldy, bias, n_end};
   const size_t g_end = (n_end + kQ8Group - 1) / kQ8Group;
-  if (m <= kDirectMaxRows) {
+  if (m <= kStreamMaxRows) {
     for (size_t g = n_begin / kQ8Group; g < g_end;) {
       const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
       const Panel panel{values + g * (k * kQ8Group), k * kQ8Group, scales + g * kQ8Group, kQ8Group, 0};
-      GemvTileFor(m, groups)(rows, 0, panel, g * kQ8Group, out);
+      for (size_t i0 = 0; i0 < m; i0 += kDirectMaxRows) {
+        GemvTileFor(Min(kDirectMaxRows, m - i0), groups)(rows, i0, panel, g * kQ8Group, out);
+      }
       g += groups;
     }
     return;
@@ -450,12 +456,14 @@ void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uin
   const size_t g_begin = n_begin / kQ8Group, g_end = (n_end + kQ8Group - 1) / kQ8Group;
   const size_t code_stride = k * kQ8Group / 2, scale_stride = nb * kQ8Group;
   const Out out{y, ldy, bias, n_end};
-  if (m <= kDirectMaxRows) {
+  if (m <= kStreamMaxRows) {
     const Rows rows{x.q, x.d, StartValues(x, m, nb, kMxfp4Offset, ThreadScratchBytes(m * nb * sizeof(int32_t))), k, nb};
     for (size_t g = g_begin; g < g_end;) {
       const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
-      DirectFor(m, groups)(rows, 0, codes + g * code_stride, code_stride, scales + g * scale_stride, scale_stride,
-                           g * kQ8Group, out);
+      for (size_t i0 = 0; i0 < m; i0 += kDirectMaxRows) {
+        DirectFor(Min(kDirectMaxRows, m - i0), groups)(rows, i0, codes + g * code_stride, code_stride,
+                                                       scales + g * scale_stride, scale_stride, g * kQ8Group, out);
+      }
       g += groups;
     }
     return;

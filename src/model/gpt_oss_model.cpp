@@ -509,6 +509,7 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
   }
   for (int64_t e = 0; e < NE; ++e) offsets[e + 1] += offsets[e];
   const int64_t rows = offsets[NE];
+  for (int64_t e = 0; e < NE; ++e) experts_run_ += offsets[e + 1] > offsets[e];
   std::vector<int32_t> row_of_slot(S, -1);  // sorted row of each slot: the combine's gather index
   {
     std::vector<int64_t> next(offsets.begin(), offsets.end() - 1);
@@ -633,7 +634,9 @@ void GptOssModel::Forward(std::span<const int32_t> tokens, int64_t start, KvCach
   // cos/sin rows [T, 2 * half] for positions [start, start + T), shared by every layer.
   std::vector<float> rope_cs(T * 2 * rope_.half());
   rope_.CosSin(rope_.Frequencies(start + T), start, T, rope_cs.data(), 2 * rope_.half());
+  experts_run_ = 0;
   Layers(x.data(), T, start, cache, rope_cs, sp);
+  last_experts_per_layer_ = static_cast<double>(experts_run_) / static_cast<double>(c.num_hidden_layers);
   cache.Extend(start + T);
 
   if (mode == LogitsMode::kNone) {

@@ -73,6 +73,9 @@ class GptOssModel {
   // `kv_element_bytes` each. Norms and biases (a few KB per layer) are left out. The decode
   // roofline is measured read bandwidth / this.
   double DecodeBytes(int64_t position, size_t kv_element_bytes) const;
+  // Distinct experts (this rank's) the last Forward ran per layer, averaged over the layers: the
+  // expert weights it streamed, which the speculative-decoding cost model compares with.
+  double last_forward_experts_per_layer() const { return last_experts_per_layer_; }
 
   // Runs `tokens` at positions [start, start + T) against `cache`, which must hold at least
   // `start` positions; positions >= start already in the cache are dropped first (roll back).
@@ -119,6 +122,9 @@ class GptOssModel {
   int64_t nq_ = 0, nkv_ = 0;  // local query / key-value heads
   int64_t e0_ = 0, ne_ = 0;   // local experts [e0_, e0_ + ne_)
   int64_t nv_ = 0;            // local lm_head rows (vocabulary-parallel) or the whole vocabulary
+  // Statistics of the last Forward (Forward is not called concurrently on one model).
+  mutable int64_t experts_run_ = 0;
+  mutable double last_experts_per_layer_ = 0.0;
   GenerationConfig generation_config_;
   WeightStore store_;
   Rope rope_;

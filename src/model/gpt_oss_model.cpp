@@ -313,10 +313,8 @@ double GptOssModel::DecodeBytes(int64_t position, size_t kv_element_bytes) const
 
 void GptOssModel::Dense(const DenseMatrix& w, const float* x, int64_t T, Q8Activations& xq, const float* bias,
                         float* y) const {
-  if (!w.is_int8()) return MatmulBf16(x, T, w.k, w.bf16, w.n, bias, y);
-  if (xq.k == 0) QuantizeQ8(x, T, w.k, w.k, xq);  // first int8 matrix that reads x
-  TESSERA_CHECK(xq.m == static_cast<size_t>(T) && xq.k == static_cast<size_t>(w.k));
-  MatmulQ8Int8(xq, w.int8_values.data(), w.int8_scales.data(), w.n, bias, y, w.n);
+  const DenseOutput out[] = {{&w, bias, y}};
+  DenseGroup(out, x, T, xq);
 }
 
 void GptOssModel::DenseGroup(std::span<const DenseOutput> outs, const float* x, int64_t T, Q8Activations& xq) const {
@@ -333,7 +331,8 @@ void GptOssModel::DenseGroup(std::span<const DenseOutput> outs, const float* x, 
     return;
   }
   const bool int8 = outs[0].w->is_int8();
-  if (int8 && xq.k == 0) QuantizeQ8(x, T, outs[0].w->k, outs[0].w->k, xq);
+  if (int8 && xq.k == 0) QuantizeQ8(x, T, outs[0].w->k, outs[0].w->k, xq);  // first int8 matrix that reads x
+  TESSERA_CHECK(!int8 || (xq.m == static_cast<size_t>(T) && xq.k == static_cast<size_t>(outs[0].w->k)));
   const KernelTable& kt = ActiveKernels();
   const Q8Rows rows = int8 ? xq.rows() : Q8Rows{};
   ParallelColumns(offset.back(), [&](size_t begin, size_t end) {

@@ -42,4 +42,18 @@ inline void BM_ReadBandwidth(benchmark::State& state, int threads) {
   state.counters["GB"] = benchmark::Counter(kStreamBytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Counters of a matmul benchmark that ran state.iterations() calls in `seconds`, each reading
+// `bytes` of weights and doing `ops` operations: weight_GB and `ops_name` (GFLOP, GOP) as rates,
+// bw_frac against this run's read ceiling and peak_frac against `peak` (ops/s of the same
+// thread count; 0 = not measured).
+inline void SetMatmulCounters(benchmark::State& state, double seconds, double bytes, double ops,
+                              const char* ops_name, int threads, double peak) {
+  state.counters["weight_GB"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters[ops_name] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  if (g_best_bandwidth[threads] > 0) {
+    state.counters["bw_frac"] = bytes * state.iterations() / seconds / g_best_bandwidth[threads];
+  }
+  if (peak > 0) state.counters["peak_frac"] = ops * state.iterations() / seconds / peak;
+}
+
 }  // namespace tessera::bench

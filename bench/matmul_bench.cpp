@@ -199,14 +199,7 @@ void BM_Matmul(benchmark::State& state, bool mxfp4, Shape shape, size_t m, int t
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double bytes = static_cast<double>(w.BytesPerCopy());
   const double flops = 2.0 * m * shape.n * shape.k;
-  state.counters["weight_GB"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["GFLOP"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  if (g_best_bandwidth[threads] > 0) {
-    state.counters["bw_frac"] = bytes * state.iterations() / seconds / g_best_bandwidth[threads];
-  }
-  if (g_best_flops[threads] > 0) {
-    state.counters["peak_frac"] = flops * state.iterations() / seconds / g_best_flops[threads];
-  }
+  bench::SetMatmulCounters(state, seconds, bytes, flops, "GFLOP", threads, g_best_flops[threads]);
   const KernelTable& t = ActiveKernels();
   state.SetLabel(mxfp4 ? t.matmul_mxfp4_isa : t.matmul_bf16_isa);
 }

@@ -218,14 +218,7 @@ void BM_MatmulQ8(benchmark::State& state, bool mxfp4, Shape shape, size_t m, int
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double bytes = static_cast<double>(w.BytesPerCopy());
   const double ops = 2.0 * m * shape.n * shape.k;
-  state.counters["weight_GB"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["GOP"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  if (g_best_bandwidth[threads] > 0) {
-    state.counters["bw_frac"] = bytes * state.iterations() / seconds / g_best_bandwidth[threads];
-  }
-  if (g_best_ops[threads] > 0) {
-    state.counters["peak_frac"] = ops * state.iterations() / seconds / g_best_ops[threads];
-  }
+  SetMatmulCounters(state, seconds, bytes, ops, "GOP", threads, g_best_ops[threads]);
   const KernelTable& t = ActiveKernels();
   state.SetLabel(mxfp4 ? t.matmul_q8_mxfp4_isa : t.matmul_q8_int8_isa);
 }

@@ -218,7 +218,7 @@ void BM_MatmulQ8(benchmark::State& state, bool mxfp4, Shape shape, size_t m, int
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double bytes = static_cast<double>(w.BytesPerCopy());
   const double ops = 2.0 * m * shape.n * shape.k;
-  SetMatmulCounters(state, seconds, bytes, ops, "GOP", threads, g_best_ops[threads]);
+  bench::SetMatmulCounters(state, seconds, bytes, ops, "GOP", threads, g_best_ops[threads]);
   const KernelTable& t = ActiveKernels();
   state.SetLabel(mxfp4 ? t.matmul_q8_mxfp4_isa : t.matmul_q8_int8_isa);
 }

@@ -64,7 +64,7 @@ TEST_P(GptOssFidelity, FastPathStaysWithinDocumentedBounds) {
   const auto prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
   const auto greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
   const NpyArray ref = ReadNpyF32(kGoldenDir + fc.model + "/logits.npy");
-  const auto model = GptOssModel::Load(kGoldenDir + fc.model, ModelOptions{Precision::kFast, fc.dense});
+  const auto model = GptOssModel::Load(kGoldenDir + fc.model, ModelOptions{.precision = Precision::kFast, .dense = fc.dense});
   const int64_t V = model->vocab_size();
 
   std::vector<int32_t> seq = prompt;
@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, GptOssFidelity,
 // by token give bit-identical logits, which lossless speculative decoding relies on.
 TEST(GptOssFastPath, ChunkedPrefillIsBatchInvariant) {
   for (DenseWeights dense : {DenseWeights::kBf16, DenseWeights::kInt8}) {
-    const auto model = GptOssModel::Load(kGoldenDir + "tiny_b", ModelOptions{Precision::kFast, dense});
+    const auto model = GptOssModel::Load(kGoldenDir + "tiny_b", ModelOptions{.precision = Precision::kFast, .dense = dense});
     std::ifstream in(kGoldenDir + "tiny_b/golden.json");
     const auto prompt = nlohmann::json::parse(in).at("prompt_ids").get<std::vector<int32_t>>();
     const int64_t T = static_cast<int64_t>(prompt.size()), V = model->vocab_size();
@@ -157,7 +157,7 @@ TEST(GptOssFastPath, ChunkedPrefillIsBatchInvariant) {
 
 TEST(GptOssFastPath, Int8DenseNeedsTheFastPrecision) {
   try {
-    GptOssModel::Load(kGoldenDir + "tiny_a", ModelOptions{Precision::kExact, DenseWeights::kInt8});
+    GptOssModel::Load(kGoldenDir + "tiny_a", ModelOptions{.precision = Precision::kExact, .dense = DenseWeights::kInt8});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("int8 dense weights need the fast precision"), std::string::npos);

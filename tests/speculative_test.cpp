@@ -237,7 +237,7 @@ TEST(SpecCost, ByteModelOfGptOss20b) {
   // BF16 attention (24 x 53.1 MB) + lm_head (1.158 GB) + router: about 2.44 GB read once.
   EXPECT_NEAR(m.shared / 1e9, 2.44, 0.02);
   EXPECT_EQ(m.per_token, 2880 * 2);
-  const DecodeByteModel q = DecodeBytesOf(config, ModelOptions{Precision::kFast, DenseWeights::kInt8});
+  const DecodeByteModel q = DecodeBytesOf(config, ModelOptions{.precision = Precision::kFast, .dense = DenseWeights::kInt8});
   EXPECT_NEAR(q.shared / m.shared, 0.5, 0.01);
   EXPECT_EQ(q.per_expert, m.per_expert);
   const std::vector<double> c = ByteCostRatios(m, 8);
@@ -453,7 +453,7 @@ TEST_P(SpecGolden, GreedyIsTokenIdenticalToPlainGreedy) {
 }
 
 TEST_P(SpecGolden, FastPrecisionGreedyIsTokenIdenticalToItsPlainGreedy) {
-  const auto model = GptOssModel::Load(kGoldenDir + GetParam(), ModelOptions{Precision::kFast});
+  const auto model = GptOssModel::Load(kGoldenDir + GetParam(), ModelOptions{.precision = Precision::kFast});
   const SpecStats s = ExpectGreedyExact(*model, GetParam() + " fast", 24);
   EXPECT_GT(s.accepted, 0);
 }

@@ -20,10 +20,14 @@
 
 namespace tessera {
 
-// A dense weight W[n, k]: BF16 in the mapped checkpoint, or (DenseWeights::kInt8) its int8
-// copy in the q8 layout made at load, after which the BF16 pages are released.
+// A dense weight W[n, k]: BF16, or (DenseWeights::kInt8) its int8 copy in the q8 layout made at
+// load. The BF16 rows are copied out of the mapped checkpoint into our own huge-page buffer
+// (OwnBf16) and the mapped pages released: the page cache holds file pages as 4 KiB pages, and
+// streaming the 1.2 GB of dense weights per token through them costs ~15 % of decode speed in
+// TLB misses (docs/BENCHMARKS.md).
 struct GptOssModel::DenseMatrix {
-  const uint16_t* bf16 = nullptr;  // [n, k]
+  const uint16_t* bf16 = nullptr;  // [n, k], into bf16_owned once owned
+  ByteBuffer bf16_owned;
   ByteBuffer int8_values;          // kernels/q8.h int8 layout, empty unless quantized
   std::vector<float> int8_scales;  // [n padded to 16]
   int64_t n = 0, k = 0;
@@ -47,7 +51,6 @@ struct GptOssModel::Layer {
   std::vector<float> input_norm, post_norm;  // [H]
   DenseMatrix wq, wk, wv;                    // [Nq*D, H], [Nkv*D, H], [Nkv*D, H]
   DenseMatrix wo;                            // [H, nq*D] (this rank's columns)
-  ByteBuffer wo_columns;                     // owner of wo's BF16 when it is a column slice
   std::vector<float> bq, bk, bv, bo;
   std::vector<float> sinks;                  // [Nq]
   DenseMatrix router;                        // [E, H]
@@ -182,8 +185,8 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
       // o_proj is row-parallel: this rank's input columns [q0 D, (q0 + nq) D) of every row,
       // copied so the kernels see a dense [H, nq D] matrix; the full rows are then released.
       const int64_t cols = model->nq_ * D, full = Nq * D;
-      L.wo_columns = ByteBuffer(H * cols * sizeof(uint16_t));
-      uint16_t* dst = L.wo_columns.as<uint16_t>();
+      L.wo.bf16_owned = ByteBuffer(H * cols * sizeof(uint16_t));
+      uint16_t* dst = L.wo.bf16_owned.as<uint16_t>();
       for (int64_t row = 0; row < H; ++row) {
         std::memcpy(dst + row * cols, L.wo.bf16 + row * full + q0 * D, cols * sizeof(uint16_t));
       }
@@ -213,6 +216,7 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
     L.down_bias = slice(ToF32(get("mlp.experts.down_proj_bias")), model->e0_ * H, model->ne_ * H);
   }
   if (options.precision == Precision::kFast) model->LoadFastWeights();
+  model->OwnBf16Weights();
   return model;
 }
 
@@ -277,20 +281,40 @@ void GptOssModel::LoadFastWeights() {
       quantize(L.wv, p + "self_attn.v_proj.weight");
       quantize(L.wo, p + "self_attn.o_proj.weight");
       quantize(L.router, p + "mlp.router.weight");
-      for (DenseMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.router}) {
-        // o_proj's column slice (tensor parallelism) is our own copy: free it instead.
-        if (m->bf16 != L.wo_columns.as<uint16_t>()) ReleaseMappedRange(m->bf16, m->n * m->k * sizeof(uint16_t));
-        m->bf16 = nullptr;
-      }
-      L.wo_columns = ByteBuffer();
+      for (DenseMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.router}) DropBf16(*m);
     }
   }
   if (options_.dense == DenseWeights::kInt8) {
     quantize(*lm_head_, "lm_head.weight");
-    // A tied lm_head is also the embedding table, which stays BF16.
-    if (!c.tie_word_embeddings) ReleaseMappedRange(lm_head_->bf16, lm_head_->n * lm_head_->k * sizeof(uint16_t));
-    lm_head_->bf16 = nullptr;
+    // A tied lm_head is also the embedding table, which stays mapped.
+    if (c.tie_word_embeddings) {
+      lm_head_->bf16 = nullptr;
+    } else {
+      DropBf16(*lm_head_);
+    }
   }
+}
+
+void GptOssModel::DropBf16(DenseMatrix& m) {
+  if (m.bf16_owned.size() == 0) ReleaseMappedRange(m.bf16, m.n * m.k * sizeof(uint16_t));
+  m.bf16_owned = ByteBuffer();
+  m.bf16 = nullptr;
+}
+
+void GptOssModel::OwnBf16Weights() {
+  auto own = [](DenseMatrix& m) {
+    if (m.bf16 == nullptr || m.bf16_owned.size() != 0) return;
+    const size_t bytes = m.n * m.k * sizeof(uint16_t);
+    m.bf16_owned = ByteBuffer(bytes);
+    std::memcpy(m.bf16_owned.data(), m.bf16, bytes);
+    ReleaseMappedRange(m.bf16, bytes);
+    m.bf16 = m.bf16_owned.as<uint16_t>();
+  };
+  for (Layer& L : layers_) {
+    for (DenseMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.router}) own(*m);
+  }
+  // A tied lm_head is also the embedding table (rows read from the mapping): leave it there.
+  if (!config_.tie_word_embeddings) own(*lm_head_);
 }
 
 double GptOssModel::DecodeBytes(int64_t position, size_t kv_element_bytes) const {

@@ -43,7 +43,7 @@ struct ModelOptions {
   DenseWeights dense = DenseWeights::kBf16;
   // Tensor parallelism (model/tensor_parallel.h): this process is rank tp->rank() of
   // tp->size() and loads only its shard; nullptr = the whole model in this process.
-  std::shared_ptr<TensorParallelGroup> tp;
+  std::shared_ptr<TensorParallelGroup> tp = nullptr;
 };
 
 class GptOssModel {
@@ -90,6 +90,10 @@ class GptOssModel {
   struct DenseMatrix;
   GptOssModel() = default;
   void LoadFastWeights();
+  // Copies the BF16 dense weights still in the mapping into huge-page buffers (DenseMatrix).
+  void OwnBf16Weights();
+  // Frees a dense matrix's BF16 (owned copy or mapped pages) once it is held as int8.
+  void DropBf16(DenseMatrix& m);
   // y[T, n] = x[T, k] . W^T + bias through W's path (BF16 exact or q8 int8); xq: x quantized
   // (kernels/q8.h), made here on first use when W needs it and xq is empty.
   void Dense(const DenseMatrix& w, const float* x, int64_t T, Q8Activations& xq, const float* bias,

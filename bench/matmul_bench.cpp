@@ -216,13 +216,14 @@ int RegisterAll() {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
-  const size_t kRowCounts[] = {1, 4, 32, 128, 512};
+  // 1 to 9: decode and speculative verification (k + 1 rows, k <= 8); the rest: prefill.
+  const size_t kRowCounts[] = {1, 2, 4, 5, 8, 9, 32, 128, 512};
   for (bool mxfp4 : {false, true}) {
     for (const Shape& shape : mxfp4 ? std::vector<Shape>(std::begin(kMxfp4Shapes), std::end(kMxfp4Shapes))
                                     : std::vector<Shape>(std::begin(kBf16Shapes), std::end(kBf16Shapes))) {
       for (size_t m : kRowCounts) {
         // The unembedding only ever sees the last position (or a few speculative ones).
-        if (std::string(shape.name) == "lm_head" && m > 4) continue;
+        if (std::string(shape.name) == "lm_head" && m > 9) continue;
         for (int t = 1; t <= kMaxThreads; ++t) {
           const std::string name = std::string(mxfp4 ? "mxfp4/" : "bf16/") + shape.name + "/m:" +
                                    std::to_string(m) + "/threads:" + std::to_string(t);

@@ -240,7 +240,8 @@ int RegisterAll() {
       benchmark::RegisterBenchmark(name.c_str(), BM_Quantize, m, t)->UseRealTime()->Unit(benchmark::kMicrosecond);
     }
   }
-  const size_t kRowCounts[] = {1, 4, 32, 128, 512};
+  // 1 to 9: decode and speculative verification (k + 1 rows, k <= 8); the rest: prefill.
+  const size_t kRowCounts[] = {1, 2, 4, 5, 8, 9, 32, 128, 512};
   for (bool mxfp4 : {true, false}) {
     for (const Shape& shape : mxfp4 ? std::vector<Shape>(std::begin(kMxfp4Shapes), std::end(kMxfp4Shapes))
                                     : std::vector<Shape>(std::begin(kInt8Shapes), std::end(kInt8Shapes))) {

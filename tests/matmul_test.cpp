@@ -148,8 +148,9 @@ struct ColumnRange {
 // One column; odd range with n_begin > 0; several GEMM column blocks (kNc = 256) with odd ends;
 // an empty range.
 const ColumnRange kRanges[] = {{1, 0, 1}, {75, 3, 70}, {300, 1, 299}, {9, 9, 9}};
-// Around the dot-form limit (4) and GEMM row-block heights (6), plus none.
-const size_t kRows[] = {0, 1, 2, 3, 4, 5, 17};
+// Around the dot-form tile limits (AVX2 4; AVX-512 4 rows per pass, then one pass for 5 to 9
+// speculative rows) and GEMM row-block heights (6), plus none.
+const size_t kRows[] = {0, 1, 2, 3, 4, 5, 8, 9, 10, 17};
 
 class MatmulIsaTest : public ::testing::TestWithParam<Isa> {
  protected:
@@ -277,7 +278,7 @@ TEST_P(MatmulIsaTest, RowsDoNotDependOnBatchSize) {
       const Problem p = mxfp4 ? RandomMxfp4Problem(rng_, m, k, n) : RandomBf16Problem(rng_, m, k, n);
       std::vector<float> whole(m * n, kSentinel);
       RunKernel(table(), p, 0, n, p.bias.data(), whole.data(), n);
-      for (size_t batch : {1, 2, 3, 4, 5, 6, 7, 13}) {
+      for (size_t batch : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
         std::vector<float> parts(m * n, kSentinel);
         for (size_t i0 = 0; i0 < m; i0 += batch) {
           Problem sub = p;

@@ -287,7 +287,7 @@ TEST_P(Q8IsaTest, QuantizerFollowsTheDefinition) {
 }
 
 const size_t kColumnCounts[] = {1, 15, 17, 33, 100};
-const size_t kRowCounts[] = {0, 1, 2, 3, 4, 5, 7, 8, 17, 64};
+const size_t kRowCounts[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 17, 64};
 
 // Every (k, m, n, bias) combination, the whole range and one split at a random multiple of 16,
 // against the reference's bits.
@@ -392,7 +392,7 @@ TEST_P(Q8IsaTest, RowsDoNotDependOnBatchSize) {
       const Q8Activations x = QuantizeReference(RandomActivations(rng_, m, k, false), m, k);
       std::vector<float> whole(m * n, kSentinel);
       RunQ8(table(), w, x.rows(), m, 0, n, true, whole.data(), n);
-      for (size_t batch : {1, 2, 3, 4, 5, 6, 7, 13}) {
+      for (size_t batch : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
         std::vector<float> parts(m * n, kSentinel);
         for (size_t i0 = 0; i0 < m; i0 += batch) {
           RunQ8(table(), w, RowsFrom(x, i0), std::min(batch, m - i0), 0, n, true, parts.data() + i0 * n, n);

@@ -44,8 +44,15 @@ namespace tessera {
 namespace {
 
 constexpr size_t kLanes = 16;      // partial sums per output (one zmm of f32)
-constexpr size_t kDotMaxRows = 8;  // m up to this uses the dot form (tiles of <= 4 rows)
+constexpr size_t kDotMaxRows = 9;  // m up to this uses the dot form (speculative k + 1 <= 9)
 constexpr size_t kDotCols = 4;     // weight rows (output columns) per dot pass
+// 5 <= m <= kWideMaxRows (BF16, speculative verification): one pass of m x kDotCols accumulators,
+// x read in k chunks of kWideKChunk (m x 2 KB, held in L1 across all the columns of a block of
+// kWideColumnBlock; the m x 64 B accumulators of the block's columns wait in L2 between chunks).
+constexpr int kWideMaxRows = 6;
+constexpr size_t kWideKChunk = 512;
+constexpr size_t kWideColumnBlock = 256;
+constexpr size_t kWidePrefetchTiles = 8;  // 32 weight rows ahead: the chunks' pieces are short
 // Dot passes prefetch the weights this many passes ahead: without it the hardware prefetchers
 // reach only about 40% of the read bandwidth on the MXFP4 pattern and 0.86-0.92 on BF16 rows
 // (measured; with it both stream at the read ceiling).
@@ -183,7 +190,7 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
   const char* pf = reinterpret_cast<const char*>(w + kPrefetchTiles * C * k);
   size_t i = 0;
   for (; i + 16 <= k; i += 16) {
-    if constexpr (C == kDotCols) {
+    if constexpr (C > 1) {
       if (i % 32 == 0) {
 #pragma GCC unroll 16
         for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(uint16_t), _MM_HINT_T0);
@@ -218,24 +225,95 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
   }
 }
 
-// R <= 4 rows in one tile; 5 to 8 rows as rows [0, 4) then [4, R) of the same weight rows, which
-// are still in L1 for the second tile, so the weights stream from memory once.
+// The steps [i0, i1) of DotTileBf16<R, C> (i0 a multiple of 16; i1 a multiple of 16 or k) with
+// the accumulators in memory: acc[c * R + r] on entry and exit. A dot product split into chunks
+// this way performs the same FMAs in the same order as one DotTileBf16 pass.
+template <int R, int C>
+void DotChunkBf16(const float* x, size_t k, size_t i0, size_t i1, const uint16_t* w, __m512* acc_io) {
+  __m512 acc[R][C];
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r][c] = acc_io[c * R + r];
+  }
+  const char* pf = reinterpret_cast<const char*>(w + kWidePrefetchTiles * C * k);
+  size_t i = i0;
+  for (; i + 16 <= i1; i += 16) {
+    if constexpr (C > 1) {
+      if (i % 32 == 0) {
+#pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(uint16_t), _MM_HINT_T0);
+      }
+    }
+    __m512 xv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + r * k + i);
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = Bf16x16(w + c * k + i);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
+    }
+  }
+  if (i < i1) {
+    const __mmask16 mask = Mask16(i1 - i);
+    __m512 xv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, x + r * k + i);
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = Bf16x16(w + c * k + i, mask);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc_io[c * R + r] = acc[r][c];
+  }
+}
+
+// R <= 4 rows: one pass per kDotCols weight rows, x (<= 46 KB at k = 2880) from L1/L2.
+// R = 5, 6: all R rows share each widened weight vector (two passes would widen every weight
+// twice); R rows of x no longer fit in L1, and re-reading them from L2 for every weight tile would
+// bound the kernel, so the k range is walked in chunks whose x stays in L1 across a block of
+// columns, the accumulators parked in scratch between chunks.
+// R = 7 to 9: passes of <= 4 rows over each weight tile while it is in L1 (the chunked form with 3
+// or 2 weight rows per pass measured slower here: 8 rows 2.0 ms vs 1.5 on the attn_q shape, as
+// its 1 KB pieces of many rows defeat the DRAM streaming that whole rows get).
 template <int R>
 void DotBf16(const float* x, size_t k, const uint16_t* w, size_t n_begin, size_t n_end,
              const float* bias, float* y, size_t ldy) {
-  constexpr int R0 = R <= 4 ? R : 4, R1 = R - R0;
-  size_t j = n_begin;
-  for (; j + kDotCols <= n_end; j += kDotCols) {
-    DotTileBf16<R0, kDotCols>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
-    if constexpr (R1 > 0) {
-      DotTileBf16<R1, kDotCols>(x + R0 * k, k, w + j * k, bias ? bias + j : nullptr, y + R0 * ldy + j, ldy);
+  if constexpr (R <= kWideMaxRows && R > 4) {
+    constexpr size_t C = kDotCols;
+    __m512* acc = reinterpret_cast<__m512*>(ThreadScratchFloats(kWideColumnBlock * R * kLanes));
+    for (size_t jb = n_begin; jb < n_end; jb += kWideColumnBlock) {
+      const size_t je = jb + kWideColumnBlock < n_end ? jb + kWideColumnBlock : n_end;
+      for (size_t v = 0; v < (je - jb) * R; ++v) acc[v] = _mm512_setzero_ps();
+      for (size_t i0 = 0; i0 < k; i0 += kWideKChunk) {
+        const size_t i1 = i0 + kWideKChunk < k ? i0 + kWideKChunk : k;
+        size_t j = jb;
+        for (; j + C <= je; j += C) DotChunkBf16<R, C>(x, k, i0, i1, w + j * k, acc + (j - jb) * R);
+        for (; j < je; ++j) DotChunkBf16<R, 1>(x, k, i0, i1, w + j * k, acc + (j - jb) * R);
+      }
+      for (size_t j = jb; j < je; ++j) {
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) y[r * ldy + j] = Finish(acc[(j - jb) * R + r], bias, j);
+      }
     }
-  }
-  for (; j < n_end; ++j) {
-    DotTileBf16<R0, 1>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
-    if constexpr (R1 > 0) {
-      DotTileBf16<R1, 1>(x + R0 * k, k, w + j * k, bias ? bias + j : nullptr, y + R0 * ldy + j, ldy);
-    }
+  } else {
+    constexpr int R0 = R < 4 ? R : 4, R1 = R - R0 < 4 ? R - R0 : 4, R2 = R - R0 - R1;
+    static_assert(R2 <= 4, "at most three passes");
+    auto passes = [&]<int C>(size_t j) {
+      const float* b = bias ? bias + j : nullptr;
+      DotTileBf16<R0, C>(x, k, w + j * k, b, y + j, ldy);
+      if constexpr (R1 > 0) DotTileBf16<R1, C>(x + R0 * k, k, w + j * k, b, y + R0 * ldy + j, ldy);
+      if constexpr (R2 > 0) DotTileBf16<R2, C>(x + (R0 + R1) * k, k, w + j * k, b, y + (R0 + R1) * ldy + j, ldy);
+    };
+    size_t j = n_begin;
+    for (; j + kDotCols <= n_end; j += kDotCols) passes.template operator()<kDotCols>(j);
+    for (; j < n_end; ++j) passes.template operator()<1>(j);
   }
 }
 
@@ -563,7 +641,7 @@ void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_
                 size_t n_end, const float* bias, float* y, size_t ldy) {
   if (m == 0 || n_begin >= n_end) return;
   if (k == 0) return BiasOnly(m, n_begin, n_end, bias, y, ldy);
-  static_assert(kDotMaxRows == 8);
+  static_assert(kDotMaxRows == 9);
   switch (m) {
     case 1: return DotBf16<1>(x, k, w, n_begin, n_end, bias, y, ldy);
     case 2: return DotBf16<2>(x, k, w, n_begin, n_end, bias, y, ldy);
@@ -573,6 +651,7 @@ void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_
     case 6: return DotBf16<6>(x, k, w, n_begin, n_end, bias, y, ldy);
     case 7: return DotBf16<7>(x, k, w, n_begin, n_end, bias, y, ldy);
     case 8: return DotBf16<8>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 9: return DotBf16<9>(x, k, w, n_begin, n_end, bias, y, ldy);
     default: break;
   }
   const KBlocks kb = PlanKBlocks(k);

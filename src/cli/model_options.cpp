@@ -25,12 +25,19 @@ void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precisi
                   "(mpirun -np P tessera ... --tp P, ranks on one or several hosts)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--tp-experts", args.tp_experts,
+                  "how --tp splits the MoE experts: tensor (a slice of every expert on every rank: balanced "
+                  "whatever the routing, docs/BENCHMARKS.md) or expert (whole experts per rank; needs P to "
+                  "divide the experts)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tensor", "expert"}));
 }
 
 ModelOptions ToModelOptions(const ModelArgs& args) {
   ModelOptions o;
   o.precision = args.precision == "exact" ? Precision::kExact : Precision::kFast;
   o.dense = args.dense == "int8" ? DenseWeights::kInt8 : DenseWeights::kBf16;
+  o.tp_experts = args.tp_experts == "expert" ? TpExperts::kExpert : TpExperts::kTensor;
   o.tp = MakeTensorParallelGroup(args.tp);
   if (o.tp && o.tp->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) {
     Fail("rank ", o.tp->rank(), ": cannot silence stdout");

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/parallel_matmul.h"
 
 namespace tessera {
 namespace {
@@ -55,6 +56,23 @@ void GatherReduce(const KernelTable& kernels, const float* op, size_t rows, size
 void GatherReduce(const float* op, size_t rows, size_t ldop, const int32_t* idx, const float* w, size_t groups,
                   size_t r, size_t k, float* out, size_t ldo) {
   GatherReduce(ActiveKernels(), op, rows, ldop, idx, w, groups, r, k, out, ldo);
+}
+
+std::vector<ExpertChunk> ExpertChunks(const std::vector<int64_t>& offsets, size_t n) {
+  std::vector<int64_t> active;
+  for (size_t e = 0; e + 1 < offsets.size(); ++e) {
+    if (offsets[e + 1] > offsets[e]) active.push_back(static_cast<int64_t>(e));
+  }
+  const size_t tiles = (n + kMatmulColumnTile - 1) / kMatmulColumnTile;
+  const size_t target = static_cast<size_t>(GlobalPool().num_threads()) * 4;
+  const size_t total = tiles * active.size();
+  const size_t tiles_per_chunk = std::max<size_t>(1, std::min(tiles, (total + target - 1) / target));
+  const size_t chunk = tiles_per_chunk * kMatmulColumnTile;
+  std::vector<ExpertChunk> chunks;
+  for (int64_t e : active) {
+    for (size_t b = 0; b < n; b += chunk) chunks.push_back({e, b, std::min(n, b + chunk)});
+  }
+  return chunks;
 }
 
 }  // namespace tessera

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/kernels.h"
 
@@ -28,5 +29,18 @@ void GatherReduce(const KernelTable& kernels, const float* op, size_t rows, size
 // The same with ActiveKernels().
 void GatherReduce(const float* op, size_t rows, size_t ldop, const int32_t* idx, const float* w, size_t groups,
                   size_t r, size_t k, float* out, size_t ldo);
+
+// One unit of a grouped expert matmul: expert `expert`'s rows against its output columns
+// [begin, end).
+struct ExpertChunk {
+  int64_t expert;
+  size_t begin, end;
+};
+
+// The pool split of a ragged grouped matmul: expert e owns rows [offsets[e], offsets[e + 1]);
+// every expert with rows is cut into column chunks of n (multiples of kMatmulColumnTile) so that
+// all experts together give about 4 chunks per pool thread: decode (a few experts, one row each)
+// splits each expert's columns, prefill (most experts, many rows) keeps an expert whole.
+std::vector<ExpertChunk> ExpertChunks(const std::vector<int64_t>& offsets, size_t n);
 
 }  // namespace tessera

@@ -15,6 +15,7 @@
 #include "io/model_dir.h"
 #include "kernels/kernels.h"
 #include "kernels/moe_ops.h"
+#include "kernels/mxfp4.h"
 #include "kernels/parallel_matmul.h"
 #include "model/gpt_oss_weights.h"
 
@@ -40,6 +41,7 @@ struct ExpertMatrices {
   const uint8_t* codes = nullptr;   // exact: [E, n, k/32, 16]; fast: E x Q8Mxfp4CodeBytes(n, k)
   const uint8_t* scales = nullptr;  // exact: [E, n, k/32];     fast: E x Q8Mxfp4ScaleBytes(n, k)
   ByteBuffer q8_codes, q8_scales;   // owners of the fast layout
+  ByteBuffer own_codes, own_scales; // owners of the exact layout when sliced (tensor-parallel experts)
   int64_t n = 0, k = 0;
   size_t code_stride() const { return q8_codes.size() ? Q8Mxfp4CodeBytes(n, k) : n * k / 2; }
   size_t scale_stride() const { return q8_codes.size() ? Q8Mxfp4ScaleBytes(n, k) : n * k / 32; }
@@ -80,6 +82,29 @@ const uint16_t* Bf16Matrix(const TensorView& t, const std::string& source) {
     Fail(source, ": tensor '", t.name(), "' is not 2-byte aligned in its file");
   }
   return reinterpret_cast<const uint16_t*>(t.data);
+}
+
+// Replaces m (E checkpoint-layout MXFP4 matrices [n, k/32, 16] + scales [n, k/32] at m.codes /
+// m.scales, in the mapping) by rows [r0, r0 + nr) and blocks [b0, b0 + nb) of each, copied into
+// m.own_codes / m.own_scales; the mapped pages are released.
+void SliceExperts(ExpertMatrices& m, int64_t E, int64_t r0, int64_t nr, int64_t b0, int64_t nb) {
+  const int64_t kb = m.k / kMxfp4BlockSize;  // blocks per source row
+  m.own_codes = ByteBuffer(E * nr * nb * kMxfp4BlockBytes);
+  m.own_scales = ByteBuffer(E * nr * nb);
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t row = 0; row < nr; ++row) {
+      const int64_t src = (e * m.n + r0 + row) * kb + b0, dst = (e * nr + row) * nb;
+      std::memcpy(m.own_codes.data() + dst * kMxfp4BlockBytes, m.codes + src * kMxfp4BlockBytes,
+                  nb * kMxfp4BlockBytes);
+      std::memcpy(m.own_scales.data() + dst, m.scales + src, nb);
+    }
+  }
+  ReleaseMappedRange(m.codes, E * m.n * kb * kMxfp4BlockBytes);
+  ReleaseMappedRange(m.scales, E * m.n * kb);
+  m.codes = m.own_codes.data();
+  m.scales = m.own_scales.data();
+  m.n = nr;
+  m.k = nb * kMxfp4BlockSize;
 }
 
 inline void StoreKv(uint16_t* p, int64_t i, float v) { p[i] = F32ToBf16(v); }
@@ -137,7 +162,10 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
       Fail(config_path, ": tensor parallel degree ", P, " and the ", Nkv,
            " key/value heads: one must divide the other (heads are split, or shared heads replicated)");
     }
-    if (E % P != 0) Fail(config_path, ": tensor parallel degree ", P, " does not divide the ", E, " experts");
+    if (options.tp_experts == TpExperts::kExpert && E % P != 0) {
+      Fail(config_path, ": tensor parallel degree ", P, " does not divide the ", E,
+           " experts (expert-parallel experts; the default tensor-parallel experts do not need it)");
+    }
   }
   model->tp_rank_ = static_cast<int>(r);
   model->tp_size_ = static_cast<int>(P);
@@ -145,8 +173,15 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
   const int64_t q0 = r * model->nq_;
   model->nkv_ = Nkv % P == 0 ? Nkv / P : 1;
   const int64_t kv0 = Nkv % P == 0 ? r * model->nkv_ : q0 / (Nq / Nkv);
-  model->ne_ = E / P;
-  model->e0_ = r * model->ne_;
+  // Experts: whole experts per rank, or every expert's intermediate units [i0, i0 + ni) in whole
+  // MXFP4 blocks (the down projection's contracting blocks), split as evenly as the blocks allow
+  // (gpt-oss-20b at P = 4: 23/22/23/22 of 90; a rank may get none on tiny models).
+  model->tensor_experts_ = P > 1 && options.tp_experts == TpExperts::kTensor;
+  model->ne_ = model->tensor_experts_ ? E : E / P;
+  model->e0_ = model->tensor_experts_ ? 0 : r * model->ne_;
+  const int64_t I = c.intermediate_size, IB = I / kMxfp4BlockSize;
+  const int64_t i0 = model->tensor_experts_ ? IB * r / P * kMxfp4BlockSize : 0;
+  const int64_t ni = model->tensor_experts_ ? IB * (r + 1) / P * kMxfp4BlockSize - i0 : I;
   const bool vocab_parallel = P > 1 && V % P == 0;
   model->nv_ = vocab_parallel ? V / P : V;
   model->cache_config_ = c;
@@ -203,7 +238,6 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
     L.sinks = slice(ToF32(get("self_attn.sinks")), q0, model->nq_);
     L.router = dense(get("mlp.router.weight"));
     L.router_b = ToF32(get("mlp.router.bias"));
-    const int64_t I = c.intermediate_size;
     L.gate_up.n = 2 * I;
     L.gate_up.k = H;
     L.gate_up.codes = get("mlp.experts.gate_up_proj_blocks").data + model->e0_ * (2 * I * H / 2);
@@ -214,6 +248,18 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
     L.down.codes = get("mlp.experts.down_proj_blocks").data + model->e0_ * (H * I / 2);
     L.down.scales = get("mlp.experts.down_proj_scales").data + model->e0_ * (H * I / 32);
     L.down_bias = slice(ToF32(get("mlp.experts.down_proj_bias")), model->e0_ * H, model->ne_ * H);
+    if (model->tensor_experts_) {
+      // gate_up rows alternate gate, up: units [i0, i0 + ni) are rows [2 i0, 2 (i0 + ni)).
+      SliceExperts(L.gate_up, E, 2 * i0, 2 * ni, 0, H / kMxfp4BlockSize);
+      SliceExperts(L.down, E, 0, H, i0 / kMxfp4BlockSize, ni / kMxfp4BlockSize);
+      std::vector<float> bias(E * 2 * ni);
+      for (int64_t e = 0; e < E; ++e) {
+        std::copy_n(&L.gate_up_bias[e * 2 * I + 2 * i0], 2 * ni, &bias[e * 2 * ni]);
+      }
+      L.gate_up_bias = std::move(bias);
+      // The ranks' partial sums are added: the down bias counts once, on rank 0.
+      if (r != 0) std::fill(L.down_bias.begin(), L.down_bias.end(), 0.0f);
+    }
   }
   if (options.precision == Precision::kFast) model->LoadFastWeights();
   model->OwnBf16Weights();
@@ -230,7 +276,8 @@ void GptOssModel::LoadFastWeights() {
     m.q8_codes = ByteBuffer(E * code_bytes);
     m.q8_scales = ByteBuffer(E * scale_bytes);
     std::vector<int64_t> bad(E, -1);
-    GlobalPool().Run(static_cast<size_t>(E), [&](size_t e, int) {
+    // A tensor-parallel rank may hold an empty slice (fewer intermediate blocks than ranks).
+    if (m.n * m.k != 0) GlobalPool().Run(static_cast<size_t>(E), [&](size_t e, int) {
       size_t row = 0;
       if (!PackMxfp4ForQ8(m.codes + e * (m.n * m.k / 2), m.scales + e * (m.n * m.k / 32), m.n, m.k,
                           m.q8_codes.data() + e * code_bytes, m.q8_scales.data() + e * scale_bytes, &row)) {
@@ -243,8 +290,13 @@ void GptOssModel::LoadFastWeights() {
              "; the fast path cannot represent it (use --precision exact)");
       }
     }
-    ReleaseMappedRange(m.codes, E * m.n * m.k / 2);
-    ReleaseMappedRange(m.scales, E * m.n * m.k / 32);
+    if (m.own_codes.size() != 0 || E * m.n * m.k == 0) {
+      m.own_codes = ByteBuffer();
+      m.own_scales = ByteBuffer();
+    } else {
+      ReleaseMappedRange(m.codes, E * m.n * m.k / 2);
+      ReleaseMappedRange(m.scales, E * m.n * m.k / 32);
+    }
     m.codes = m.q8_codes.data();
     m.scales = m.q8_scales.data();
   };
@@ -328,7 +380,9 @@ double GptOssModel::DecodeBytes(int64_t position, size_t kv_element_bytes) const
   const double kv_row = 2.0 * c.num_key_value_heads * c.head_dim * kv_element_bytes;  // key + value
   for (const Layer& L : layers_) {
     bytes += dense(L.wq) + dense(L.wk) + dense(L.wv) + dense(L.wo) + dense(L.router);
-    bytes += c.num_experts_per_tok * (expert(L.gate_up) + expert(L.down));
+    // Expert-parallel ranks read, on average, the K ne_ / E of a token's experts they hold.
+    const double experts = static_cast<double>(c.num_experts_per_tok) * ne_ / c.num_local_experts;
+    bytes += experts * (expert(L.gate_up) + expert(L.down));
     const int64_t window = L.sliding ? c.sliding_window.value_or(position + 1) : position + 1;
     bytes += kv_row * static_cast<double>(std::min(position + 1, window));
   }
@@ -455,41 +509,12 @@ void GptOssModel::Attention(int layer, float* q, float* k, const float* v, int64
   }
 }
 
-namespace {
-
-// One unit of a grouped expert matmul: expert e's rows against its columns [begin, end).
-struct ExpertChunk {
-  int64_t expert;
-  size_t begin, end;
-};
-
-// Splits every expert with rows into column chunks (multiples of kMatmulColumnTile) so that all
-// experts together give about 4 chunks per pool thread: decode (a few experts, one row each)
-// splits each expert's columns, prefill (most experts, many rows) keeps an expert whole.
-std::vector<ExpertChunk> ExpertChunks(const std::vector<int64_t>& offsets, size_t n) {
-  std::vector<int64_t> active;
-  for (size_t e = 0; e + 1 < offsets.size(); ++e) {
-    if (offsets[e + 1] > offsets[e]) active.push_back(static_cast<int64_t>(e));
-  }
-  const size_t tiles = (n + kMatmulColumnTile - 1) / kMatmulColumnTile;
-  const size_t target = static_cast<size_t>(GlobalPool().num_threads()) * 4;
-  const size_t total = tiles * active.size();
-  const size_t tiles_per_chunk = std::max<size_t>(1, std::min(tiles, (total + target - 1) / target));
-  const size_t chunk = tiles_per_chunk * kMatmulColumnTile;
-  std::vector<ExpertChunk> chunks;
-  for (int64_t e : active) {
-    for (size_t b = 0; b < n; b += chunk) chunks.push_back({e, b, std::min(n, b + chunk)});
-  }
-  return chunks;
-}
-
-}  // namespace
-
 void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
   const ModelConfig& c = config_;
   const Layer& L = layers_[layer];
   const KernelTable& kt = ActiveKernels();
-  const int64_t H = c.hidden_size, I = c.intermediate_size, E = c.num_local_experts, K = c.num_experts_per_tok;
+  // I: this rank's intermediate units (all of them unless tensor-parallel experts).
+  const int64_t H = c.hidden_size, I = L.down.k, E = c.num_local_experts, K = c.num_experts_per_tok;
   const int64_t S = T * K;  // (token, slot) pairs
   const float limit = static_cast<float>(c.swiglu_limit);
   constexpr float kAlpha = 1.702f;
@@ -591,22 +616,32 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
     });
   };
 
-  std::vector<float> gu(rows * 2 * I);
-  grouped(L.gate_up, L.gate_up_bias, xs.data(), xq, gu.data());
-  // swigluoai: gate clamped above only, up clamped to [-limit, limit], (up + 1) (§3.5.2).
-  std::vector<float> act(rows * I);
-  GlobalPool().ParallelFor(rows, 4, [&](size_t begin, size_t end) {
-    for (size_t i = begin * I; i < end * I; ++i) {
-      const float g = std::min(gu[2 * i], limit);
-      const float u = std::clamp(gu[2 * i + 1], -limit, limit);
-      const float glu = g * (1.0f / (1.0f + std::exp(-g * kAlpha)));
-      act[i] = (u + 1.0f) * glu;
-    }
-  });
-  Q8Activations actq;
-  if (fast) QuantizeQ8(act.data(), rows, I, I, actq);
   std::vector<float> ys(rows * H);
-  grouped(L.down, L.down_bias, act.data(), actq, ys.data());
+  if (I == 0) {
+    // An empty intermediate slice (tensor-parallel experts, fewer blocks than ranks): each row is
+    // its expert's down bias (zero except on rank 0).
+    for (int64_t e = 0; e < NE; ++e) {
+      for (int64_t row = offsets[e]; row < offsets[e + 1]; ++row) {
+        std::copy_n(&L.down_bias[e * H], H, &ys[row * H]);
+      }
+    }
+  } else {
+    std::vector<float> gu(rows * 2 * I);
+    grouped(L.gate_up, L.gate_up_bias, xs.data(), xq, gu.data());
+    // swigluoai: gate clamped above only, up clamped to [-limit, limit], (up + 1) (§3.5.2).
+    std::vector<float> act(rows * I);
+    GlobalPool().ParallelFor(rows, 4, [&](size_t begin, size_t end) {
+      for (size_t i = begin * I; i < end * I; ++i) {
+        const float g = std::min(gu[2 * i], limit);
+        const float u = std::clamp(gu[2 * i + 1], -limit, limit);
+        const float glu = g * (1.0f / (1.0f + std::exp(-g * kAlpha)));
+        act[i] = (u + 1.0f) * glu;
+      }
+    });
+    Q8Activations actq;
+    if (fast) QuantizeQ8(act.data(), rows, I, I, actq);
+    grouped(L.down, L.down_bias, act.data(), actq, ys.data());
+  }
 
   // Combine: out[t] = sum_j weight[t, j] * ys[row_of_slot[t K + j]], summed in slot order
   // j = 0..K-1 (kernels.h gather_reduce: the same bits for every T and thread split, which batch
@@ -772,7 +807,8 @@ void GptOssModel::Layers(float* x, int64_t T, int64_t start, KvCache& cache, con
 
     RmsNorm(x, L.post_norm.data(), own, H, c.rms_norm_eps, h.data());
     if (sp) {
-      // Expert-parallel MoE over every token: gather the rows, reduce-scatter the partial sums.
+      // MoE over every token (this rank's experts or expert slices): gather the rows,
+      // reduce-scatter the partial sums.
       tp->AllGather(h.data(), own * H, moe_in.data());
       Moe(static_cast<int>(l), moe_in.data(), T, delta.data());
       std::vector<float> mine(own * H);

@@ -38,12 +38,21 @@ enum class Precision { kExact, kFast };
 // quantized at load; kFast only). The embedding table stays BF16 (it is read a row at a time).
 enum class DenseWeights { kBf16, kInt8 };
 
+// How the MoE experts are split over tensor-parallel ranks (model/tensor_parallel.h). kTensor:
+// every rank holds a 1/P slice (whole 32-wide MXFP4 blocks) of every expert's intermediate
+// dimension; kExpert: rank r holds experts [r E/P, (r+1) E/P) whole. Both end in the same
+// reduction of partial [T, H] sums; tensor slices balance the ranks' weight traffic whatever the
+// routing (bench/expert_split_bench.cpp, docs/BENCHMARKS.md: 1.3x / 1.9x faster decode at P = 2 /
+// 4), so they are the default.
+enum class TpExperts { kTensor, kExpert };
+
 struct ModelOptions {
   Precision precision = Precision::kExact;
   DenseWeights dense = DenseWeights::kBf16;
   // Tensor parallelism (model/tensor_parallel.h): this process is rank tp->rank() of
   // tp->size() and loads only its shard; nullptr = the whole model in this process.
   std::shared_ptr<TensorParallelGroup> tp = nullptr;
+  TpExperts tp_experts = TpExperts::kTensor;
 };
 
 class GptOssModel {
@@ -125,6 +134,7 @@ class GptOssModel {
   int tp_rank_ = 0, tp_size_ = 1;
   int64_t nq_ = 0, nkv_ = 0;  // local query / key-value heads
   int64_t e0_ = 0, ne_ = 0;   // local experts [e0_, e0_ + ne_)
+  bool tensor_experts_ = false;  // TpExperts::kTensor with P > 1: intermediate slices
   int64_t nv_ = 0;            // local lm_head rows (vocabulary-parallel) or the whole vocabulary
   // Statistics of the last Forward (Forward is not called concurrently on one model).
   mutable int64_t experts_run_ = 0;

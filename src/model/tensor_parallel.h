@@ -6,7 +6,12 @@
 //   - attention heads: query heads [r Nq/P, (r+1) Nq/P); key/value heads the ones those queries
 //     use (Nkv/P of them when P divides Nkv, else the one shared head, replicated);
 //     q/k/v are column-parallel (rows of W), o_proj row-parallel (its columns, copied at load);
-//   - experts: expert-parallel, experts [r E/P, (r+1) E/P) whole on rank r;
+//   - experts (ModelOptions::tp_experts): tensor-parallel by default, intermediate units
+//     [i0, i0 + ni) of every expert in whole MXFP4 blocks (gate_up rows [2 i0, 2 (i0 + ni)),
+//     down's input blocks; the down bias on rank 0 only), or expert-parallel, experts
+//     [r E/P, (r+1) E/P) whole on rank r. Either way each rank's MoE output is a partial sum.
+//     Tensor slices give every rank the same weight traffic whatever the routing, expert-parallel
+//     ranks wait for the busiest (measured, docs/BENCHMARKS.md "Experts over ranks");
 //   - lm_head: vocabulary-parallel when P divides the vocabulary, else replicated;
 //   - embeddings, norms, router, biases: replicated.
 // Decode and any batch whose size P does not divide keep the activations replicated and reduce

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `mpirun -np P tessera generate ... --tp P` prints exactly what one process prints (greedy and
-# sampled, P = 2 and 4, exact and fast precision) on a synthetic tiny gpt-oss (4 heads, 2 kv
+# sampled, P = 2 and 4, exact and fast precision, tensor- and expert-parallel experts) on a synthetic tiny gpt-oss (4 heads, 2 kv
 # heads, 8 experts, the real tokenizer), and the TP errors are clear (issue 7: TP execution of
 # gpt-oss; the logits-level comparison on the golden models is tests/dist/tp_model_test.cpp).
 set -u
@@ -17,13 +17,15 @@ for model in tiny; do
       --precision "$precision" --json
     one=$(cat "$WORK/out")
     for np in 2 4; do
-      run_ok "$model tp $np" "${MPIRUN[@]}" -np "$np" "$BIN" generate -m "$WORK/$model" --raw -p "the quick brown fox" \
-        -n 24 --temp 0 --precision "$precision" --json --tp "$np"
-      tp=$(cat "$WORK/out")
-      # Same tokens and text; timings differ.
-      strip() { grep -o '"tokens": *\[[^]]*\]\|"text": *"[^"]*"' <<<"$1"; }
-      [ "$(strip "$one")" = "$(strip "$tp")" ] || fail "$model $precision tp $np: output differs: $tp vs $one"
-      [ -n "$(strip "$tp")" ] || fail "$model $precision tp $np: no tokens in the output"
+      for experts in tensor expert; do
+        run_ok "$model tp $np $experts" "${MPIRUN[@]}" -np "$np" "$BIN" generate -m "$WORK/$model" --raw \
+          -p "the quick brown fox" -n 24 --temp 0 --precision "$precision" --json --tp "$np" --tp-experts "$experts"
+        tp=$(cat "$WORK/out")
+        # Same tokens and text; timings differ.
+        strip() { grep -o '"tokens": *\[[^]]*\]\|"text": *"[^"]*"' <<<"$1"; }
+        [ "$(strip "$one")" = "$(strip "$tp")" ] || fail "$model $precision tp $np $experts: output differs: $tp vs $one"
+        [ -n "$(strip "$tp")" ] || fail "$model $precision tp $np $experts: no tokens in the output"
+      done
     done
   done
 done
@@ -41,6 +43,10 @@ run_err "tp without mpirun" "MPI ranks but this job has 1" "$BIN" generate -m "$
 [ $? -ne 0 ] || fail "tp 4 on 6 heads: exit 0"
 grep -q "tensor parallel degree 4 does not divide the 6 attention heads" "$WORK/err" \
   || fail "tp 4 on 6 heads: no clear error: $(head -3 "$WORK/err")"
+# An unknown expert split is refused before anything loads.
+"$BIN" generate -m "$WORK/tiny" -p x -n 1 --tp-experts rows >"$WORK/out" 2>"$WORK/err"
+[ $? -ne 0 ] || fail "--tp-experts rows: exit 0"
+grep -q "tp-experts: rows not in {tensor,expert}" "$WORK/err" || fail "--tp-experts rows: $(head -2 "$WORK/err")"
 run_err "chat with tp" "chat: --tp is not supported" "$BIN" chat -m "$WORK/tiny" --tp 2
 
 finish tp_generate

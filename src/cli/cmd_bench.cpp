@@ -202,6 +202,7 @@ void RunBench(const BenchArgs& a) {
   };
 
   std::vector<Result> results;
+  std::vector<double> bandwidths;  // bytes/s after each tg repetition
   if (a.prompt > 0) {
     Result r{"pp" + std::to_string(a.prompt), a.prompt, 0, {}};
     run_pp();  // warm-up: page in the weights, size the buffers
@@ -215,18 +216,25 @@ void RunBench(const BenchArgs& a) {
       const int32_t one[1] = {0};
       model->Forward(one, 0, warm, LogitsMode::kLast, logits);
     }
-    for (int i = 0; i < a.reps; ++i) r.samples.push_back(run_tg());
+    // The decode roofline, measured in this run: read bandwidth with the pool's threads over
+    // 1 GiB (best of 3) right after each repetition, so that each repetition is compared with the
+    // bandwidth the (shared, drifting) machine gave at that time; the fraction reported is the
+    // median of the repetitions' tg rate / (bandwidth / bytes per decode step).
+    for (int i = 0; i < a.reps; ++i) {
+      r.samples.push_back(run_tg());
+      bandwidths.push_back(MeasureReadBandwidth(size_t{1} << 30, GlobalPool().num_threads(), 3));
+    }
     results.push_back(r);
   }
-
-  // The decode roofline, measured in this run: read bandwidth with the pool's threads over 1 GiB
-  // (best of 5), divided by the bytes a decode step reads, averaged over the tg positions.
-  double bandwidth = 0.0, tg_bytes = 0.0;
+  double bandwidth = 0.0, tg_bytes = 0.0, fraction = 0.0;
   if (a.gen > 0) {
-    bandwidth = MeasureReadBandwidth(size_t{1} << 30, GlobalPool().num_threads(), 5);
     const size_t kv_bytes = kv == KvType::kBF16 ? 2 : 4;
     for (int64_t i = 0; i < a.gen; ++i) tg_bytes += model->DecodeBytes(i, kv_bytes);
     tg_bytes /= static_cast<double>(a.gen);
+    std::vector<double> fractions;
+    for (size_t i = 0; i < bandwidths.size(); ++i) fractions.push_back(results.back().samples[i] * tg_bytes / bandwidths[i]);
+    fraction = Median(fractions);
+    bandwidth = Median(bandwidths);
   }
   const double roofline = tg_bytes > 0 ? bandwidth / tg_bytes : 0.0;
 
@@ -246,7 +254,7 @@ void RunBench(const BenchArgs& a) {
         out.back()["read_bandwidth_gbs"] = bandwidth * 1e-9;
         out.back()["bytes_per_token"] = tg_bytes;
         out.back()["roofline_ts"] = roofline;
-        out.back()["roofline_fraction"] = r.mean() / roofline;
+        out.back()["roofline_fraction"] = fraction;
       }
     }
     std::printf("%s\n", out.dump(2).c_str());
@@ -271,9 +279,9 @@ void RunBench(const BenchArgs& a) {
   std::printf("\nprecision %s, dense weights %s\n", a.model_args.precision.c_str(), a.model_args.dense.c_str());
   for (const Result& r : results) {
     if (r.n_gen == 0) continue;
-    std::printf("%s roofline: %.2f GB/s read bandwidth (%d threads, measured now) / %.3f GB per token = %.2f t/s; "
-                "reached %.2f of it\n",
-                r.test.c_str(), bandwidth * 1e-9, threads, tg_bytes * 1e-9, roofline, r.mean() / roofline);
+    std::printf("%s roofline: %.2f GB/s read bandwidth (%d threads, median of the measurements after each "
+                "repetition) / %.3f GB per token = %.2f t/s; reached %.2f of it (median over the repetitions)\n",
+                r.test.c_str(), bandwidth * 1e-9, threads, tg_bytes * 1e-9, roofline, fraction);
   }
 }
 

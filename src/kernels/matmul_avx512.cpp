@@ -174,8 +174,46 @@ inline float Finish(__m512 acc, const float* bias, size_t j) {
   return ReduceLanes(acc) + (bias ? bias[j] : 0.0f);
 }
 
-// R rows of x (stride k) against C consecutive BF16 weight rows starting at w; writes y[r, c]
-// (stride ldy) for c < C. Step t of every accumulator is elements 16t .. 16t+15 (zero past k).
+// Steps [i, end) of R rows of x (stride k) against C consecutive BF16 weight rows starting at w,
+// into acc[r][c] (i a multiple of 16; end a multiple of 16 or k, a partial last step masked, its
+// elements past the end counting as 0 * 0). pf: where to prefetch, the same offsets some rows
+// ahead (one line per row every other step), which the hardware prefetchers alone do not keep
+// up with. Step t of every accumulator is elements 16t .. 16t+15 whatever the split into calls.
+template <int R, int C>
+__attribute__((always_inline)) inline void DotStepsBf16(const float* x, size_t k, size_t i, size_t end,
+                                                        const uint16_t* w, const char* pf, __m512 (&acc)[R][C]) {
+  for (; i + 16 <= end; i += 16) {
+    if constexpr (C > 1) {
+      if (i % 32 == 0) {
+#pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(uint16_t), _MM_HINT_T0);
+      }
+    }
+    __m512 xv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + r * k + i);
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = Bf16x16(w + c * k + i);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
+    }
+  }
+  if (i < end) {
+    const __mmask16 mask = Mask16(end - i);
+    __m512 xv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, x + r * k + i);
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = Bf16x16(w + c * k + i, mask);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
+    }
+  }
+}
+
+// R rows of x against C weight rows over the whole k, streaming; writes y[r, c] (stride ldy).
 template <int R, int C>
 void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias, float* y,
                  size_t ldy) {
@@ -185,39 +223,7 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   }
-  // The C rows stream side by side; prefetch the same rows kPrefetchTiles passes ahead (one
-  // line per row every other step), which the hardware prefetchers alone do not keep up with.
-  const char* pf = reinterpret_cast<const char*>(w + kPrefetchTiles * C * k);
-  size_t i = 0;
-  for (; i + 16 <= k; i += 16) {
-    if constexpr (C > 1) {
-      if (i % 32 == 0) {
-#pragma GCC unroll 16
-        for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(uint16_t), _MM_HINT_T0);
-      }
-    }
-    __m512 xv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + r * k + i);
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) {
-      const __m512 wv = Bf16x16(w + c * k + i);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
-    }
-  }
-  if (i < k) {
-    const __mmask16 mask = Mask16(k - i);
-    __m512 xv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, x + r * k + i);
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) {
-      const __m512 wv = Bf16x16(w + c * k + i, mask);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
-    }
-  }
+  DotStepsBf16<R, C>(x, k, 0, k, w, reinterpret_cast<const char*>(w + kPrefetchTiles * C * k), acc);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
@@ -225,9 +231,9 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
   }
 }
 
-// The steps [i0, i1) of DotTileBf16<R, C> (i0 a multiple of 16; i1 a multiple of 16 or k) with
-// the accumulators in memory: acc[c * R + r] on entry and exit. A dot product split into chunks
-// this way performs the same FMAs in the same order as one DotTileBf16 pass.
+// The steps [i0, i1) of DotTileBf16<R, C> with the accumulators in memory: acc[c * R + r] on
+// entry and exit. A dot product split into chunks this way performs the same FMAs in the same
+// order as one DotTileBf16 pass.
 template <int R, int C>
 void DotChunkBf16(const float* x, size_t k, size_t i0, size_t i1, const uint16_t* w, __m512* acc_io) {
   __m512 acc[R][C];
@@ -236,37 +242,7 @@ void DotChunkBf16(const float* x, size_t k, size_t i0, size_t i1, const uint16_t
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[r][c] = acc_io[c * R + r];
   }
-  const char* pf = reinterpret_cast<const char*>(w + kWidePrefetchTiles * C * k);
-  size_t i = i0;
-  for (; i + 16 <= i1; i += 16) {
-    if constexpr (C > 1) {
-      if (i % 32 == 0) {
-#pragma GCC unroll 16
-        for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(uint16_t), _MM_HINT_T0);
-      }
-    }
-    __m512 xv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + r * k + i);
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) {
-      const __m512 wv = Bf16x16(w + c * k + i);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
-    }
-  }
-  if (i < i1) {
-    const __mmask16 mask = Mask16(i1 - i);
-    __m512 xv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, x + r * k + i);
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) {
-      const __m512 wv = Bf16x16(w + c * k + i, mask);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
-    }
-  }
+  DotStepsBf16<R, C>(x, k, i0, i1, w, reinterpret_cast<const char*>(w + kWidePrefetchTiles * C * k), acc);
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) {
 #pragma GCC unroll 16

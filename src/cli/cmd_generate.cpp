@@ -9,7 +9,8 @@
 // "mean_accepted_len", "verify_steps", "decode_steps", "method", "k", "min_n", "max_n"}.
 // chat: an interactive loop over stdin lines; the conversation is kept and re-rendered each
 // turn, and the KV cache reuses the common prefix. "/analysis" toggles showing the chain of
-// thought, "/reset" clears the history, "/exit" (or end of input) quits.
+// thought, "/reset" clears the history, "/exit" (or end of input) quits. Under --tp every rank
+// runs every turn; rank 0 reads stdin (mpirun connects it to rank 0 only) and prints.
 #include <unistd.h>
 
 #include <algorithm>
@@ -267,8 +268,9 @@ void RunGenerate(const RunArgs& a) {
 }
 
 void RunChat(const RunArgs& a) {
-  if (a.model_args.tp > 1) Fail("chat: --tp is not supported (mpirun gives stdin to rank 0 only); use generate");
   Session s = Open(a);
+  const ModelOptions& options = s.model->options();
+  const bool prints = PrintsForTheJob(options);
   SystemContent system;
   system.reasoning_effort = ParseReasoningEffort(a.reasoning);
   const bool tty = isatty(STDIN_FILENO);
@@ -280,12 +282,15 @@ void RunChat(const RunArgs& a) {
   };
   reset();
   Sampler sampler(s.sampling);
-  std::fprintf(stderr, "tessera chat: %s (%d threads). /analysis toggles the chain of thought, /reset, /exit.\n",
-               s.model->path().c_str(), GlobalPool().num_threads());
+  if (prints) {
+    std::fprintf(stderr, "tessera chat: %s (%d threads). /analysis toggles the chain of thought, /reset, /exit.\n",
+                 s.model->path().c_str(), GlobalPool().num_threads());
+  }
   std::string line;
   for (;;) {
-    if (tty) std::fprintf(stderr, "\n> ");
-    if (!std::getline(std::cin, line)) break;
+    if (tty && prints) std::fprintf(stderr, "\n> ");
+    // Under --tp every rank runs every turn; rank 0 reads the line and hands it to the others.
+    if (!ReadLineAcrossRanks(options, std::cin, line)) break;
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
       reset();
@@ -293,7 +298,7 @@ void RunChat(const RunArgs& a) {
     }
     if (line == "/analysis") {
       show_analysis = !show_analysis;
-      std::fprintf(stderr, "analysis %s\n", show_analysis ? "shown" : "hidden");
+      if (prints) std::fprintf(stderr, "analysis %s\n", show_analysis ? "shown" : "hidden");
       continue;
     }
     if (line.empty()) continue;
@@ -323,7 +328,7 @@ void RunChat(const RunArgs& a) {
     for (const HarmonyDelta& d : parser.Finish()) emit(d);
     std::printf("\n");
     std::fflush(stdout);
-    if (tty) PrintTimings(r, s.spec);
+    if (tty && prints) PrintTimings(r, s.spec);
     // History keeps the final answer only; the analysis of a finished turn is dropped
     // (gpt-oss.md §4.2).
     history.push_back(Message::Assistant("final", final_text));

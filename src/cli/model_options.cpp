@@ -50,4 +50,20 @@ uint64_t AgreeAcrossRanks(const ModelOptions& options, uint64_t value) {
   return value;
 }
 
+bool ReadLineAcrossRanks(const ModelOptions& options, std::istream& in, std::string& line) {
+  if (!options.tp) return static_cast<bool>(std::getline(in, line));
+  uint64_t header[2] = {0, 0};  // got a line, its size
+  if (options.tp->rank() == 0 && std::getline(in, line)) {
+    header[0] = 1;
+    header[1] = line.size();
+  }
+  World().Broadcast(header, sizeof(header), 0);
+  if (header[0] == 0) return false;
+  line.resize(header[1]);
+  if (header[1] > 0) World().Broadcast(line.data(), header[1], 0);
+  return true;
+}
+
+bool PrintsForTheJob(const ModelOptions& options) { return !options.tp || options.tp->rank() == 0; }
+
 }  // namespace tessera::cli

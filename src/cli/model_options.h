@@ -2,6 +2,7 @@
 // (model/gpt_oss_model.h ModelOptions), shared by every subcommand that loads a model.
 #pragma once
 
+#include <istream>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -24,5 +25,10 @@ void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precisi
 ModelOptions ToModelOptions(const ModelArgs& args);
 // A value every rank of a --tp job agrees on: rank 0's (identity without --tp).
 uint64_t AgreeAcrossRanks(const ModelOptions& options, uint64_t value);
+// std::getline on rank 0, its result and line given to every rank of a --tp job (mpirun connects
+// stdin to rank 0 only); plain std::getline without --tp.
+bool ReadLineAcrossRanks(const ModelOptions& options, std::istream& in, std::string& line);
+// Whether this process prints what the job prints once (rank 0, or no --tp).
+bool PrintsForTheJob(const ModelOptions& options);
 
 }  // namespace tessera::cli

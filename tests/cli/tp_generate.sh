@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `mpirun -np P tessera generate ... --tp P` prints exactly what one process prints (greedy and
-# sampled, P = 2 and 4, exact and fast precision, tensor- and expert-parallel experts) on a synthetic tiny gpt-oss (4 heads, 2 kv
-# heads, 8 experts, the real tokenizer), and the TP errors are clear (issue 7: TP execution of
-# gpt-oss; the logits-level comparison on the golden models is tests/dist/tp_model_test.cpp).
+# sampled, P = 2 and 4, exact and fast precision, tensor- and expert-parallel experts; and chat)
+# on a synthetic tiny gpt-oss (4 heads, 2 kv heads, 8 experts, the real tokenizer), and the TP
+# errors are clear (issue 7: TP execution of gpt-oss; the logits-level comparison on the golden
+# models is tests/dist/tp_model_test.cpp).
 set -u
 source "$(dirname "$0")/lib/common.bash" "$@"
 
@@ -47,6 +48,15 @@ grep -q "tensor parallel degree 4 does not divide the 6 attention heads" "$WORK/
 "$BIN" generate -m "$WORK/tiny" -p x -n 1 --tp-experts rows >"$WORK/out" 2>"$WORK/err"
 [ $? -ne 0 ] || fail "--tp-experts rows: exit 0"
 grep -q "tp-experts: rows not in {tensor,expert}" "$WORK/err" || fail "--tp-experts rows: $(head -2 "$WORK/err")"
-run_err "chat with tp" "chat: --tp is not supported" "$BIN" chat -m "$WORK/tiny" --tp 2
+
+# chat under --tp: mpirun gives stdin to rank 0 only; rank 0 hands each line to the others, and the
+# job prints what one process prints (commands included), once.
+turns=$'hello there\n/reset\nwhat is two plus two\n/analysis\nand three?\n'
+run_ok "chat one process" "$BIN" chat -m "$WORK/tiny" --temp 0 -n 12 <<<"$turns"
+cp "$WORK/out" "$WORK/chat_one"
+run_ok "chat tp 2" "${MPIRUN[@]}" -np 2 "$BIN" chat -m "$WORK/tiny" --temp 0 -n 12 --tp 2 <<<"$turns"
+cmp -s "$WORK/chat_one" "$WORK/out" || fail "chat --tp 2 output differs: $(head -c 300 "$WORK/out") vs $(head -c 300 "$WORK/chat_one")"
+[ "$(grep -c '' "$WORK/chat_one")" -ge 3 ] || fail "chat printed fewer than 3 turns: $(cat "$WORK/chat_one")"
+[ "$(grep -c 'tessera chat:' "$WORK/err")" -eq 1 ] || fail "chat --tp 2: banner not printed once: $(cat "$WORK/err")"
 
 finish tp_generate

@@ -10,9 +10,10 @@
 // where step t of lane l is element 16t + l (BF16; elements past k count as 0 * 0) or, for
 // MXFP4, element 32g + kPerm32[16h + l] with t = 2g + h (the order the nibble decoder produces).
 // Two ways of evaluating it, chosen by m:
-//  - m <= kDotMaxRows (decode): dot form. One pass streams kDotCols weight rows once, decodes each
-//    16-weight vector once and multiplies it into all m rows; the 16 lanes of one zmm accumulator
-//    are S_0 .. S_15. Memory-bound: the decode must stay cheaper than the DRAM stream.
+//  - m <= kDotMaxRows (decode, speculative verification; MXFP4: m <= 8): dot form. One pass
+//    streams kDotCols weight rows once, decodes each 16-weight vector once and multiplies it into
+//    up to 4 rows (more rows: see DotBf16); the 16 lanes of one zmm accumulator are S_0 .. S_15.
+//    Memory-bound at small m: the decode must stay cheaper than the DRAM stream.
 //  - m > kDotMaxRows (prefill): lane-split GEMM. x is rearranged once per call to
 //    [row][k block][lane][step]. For each 64 output columns, the weights are decoded once into a
 //    panel [k block][lane][step][64 columns] (<= 64 k floats, in L2); then, for each chunk of 48
@@ -348,7 +349,7 @@ void DotMxfp4(const float* x, size_t k, const uint8_t* codes, const uint8_t* sca
   float* xp = ThreadScratchFloats(R * k);
   PermuteActivations(x, R, k, xp);
   const size_t groups = k / kMxfp4BlockSize;
-  // As DotBf16: rows [0, 4) then [4, R) per tile of weight rows.
+  // Rows [0, 4) then [4, R) per tile of weight rows (still in L1 for the second pass).
   constexpr int R0 = R <= 4 ? R : 4, R1 = R - R0;
   size_t j = n_begin;
   for (; j + kDotCols <= n_end; j += kDotCols) {

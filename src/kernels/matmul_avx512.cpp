@@ -47,13 +47,9 @@ namespace {
 constexpr size_t kLanes = 16;      // partial sums per output (one zmm of f32)
 constexpr size_t kDotMaxRows = 9;  // m up to this uses the dot form (speculative k + 1 <= 9)
 constexpr size_t kDotCols = 4;     // weight rows (output columns) per dot pass
-// 5 <= m <= kWideMaxRows (BF16, speculative verification): one pass of m x kDotCols accumulators,
-// x read in k chunks of kWideKChunk (m x 2 KB, held in L1 across all the columns of a block of
-// kWideColumnBlock; the m x 64 B accumulators of the block's columns wait in L2 between chunks).
-constexpr int kWideMaxRows = 6;
-constexpr size_t kWideKChunk = 512;
-constexpr size_t kWideColumnBlock = 256;
-constexpr size_t kWidePrefetchTiles = 8;  // 32 weight rows ahead: the chunks' pieces are short
+// 5 <= m <= kDotMaxRows (BF16): kDotCols weight rows widened to f32 once per chunk of this many
+// elements (4 x 512 B, in L1), then multiplied into the rows in groups of <= 4.
+constexpr size_t kWidenChunk = 128;
 // Dot passes prefetch the weights this many passes ahead: without it the hardware prefetchers
 // reach only about 40% of the read bandwidth on the MXFP4 pattern and 0.86-0.92 on BF16 rows
 // (measured; with it both stream at the read ceiling).
@@ -232,65 +228,96 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
   }
 }
 
-// The steps [i0, i1) of DotTileBf16<R, C> with the accumulators in memory: acc[c * R + r] on
-// entry and exit. A dot product split into chunks this way performs the same FMAs in the same
-// order as one DotTileBf16 pass.
-template <int R, int C>
-void DotChunkBf16(const float* x, size_t k, size_t i0, size_t i1, const uint16_t* w, __m512* acc_io) {
-  __m512 acc[R][C];
+// Steps [i0, i1) of G rows of x against the kDotCols weight rows widened into wf (f32, element
+// i at wf[c][i - i0], zeros past k), accumulators acc_io[r * kDotCols + c] on entry and exit.
+// The same FMAs in the same order as DotStepsBf16 (the widened vector is the same value).
+template <int G>
+__attribute__((always_inline)) inline void WidenedStepsBf16(const float* x, size_t k, size_t i0, size_t i1,
+                                                            const float (*wf)[kWidenChunk], __m512* acc_io) {
+  constexpr int C = kDotCols;
+  __m512 acc[G][C];
 #pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) {
+  for (int r = 0; r < G; ++r) {
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r][c] = acc_io[c * R + r];
+    for (int c = 0; c < C; ++c) acc[r][c] = acc_io[r * C + c];
   }
-  DotStepsBf16<R, C>(x, k, i0, i1, w, reinterpret_cast<const char*>(w + kWidePrefetchTiles * C * k), acc);
+  size_t i = i0;
+  for (; i < i1; i += 16) {
+    const __mmask16 mask = Mask16(i1 - i);
+    __m512 xv[G];
 #pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) {
+    for (int r = 0; r < G; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, x + r * k + i);
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc_io[c * R + r] = acc[r][c];
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = _mm512_load_ps(wf[c] + (i - i0));
+#pragma GCC unroll 16
+      for (int r = 0; r < G; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < G; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) acc_io[r * C + c] = acc[r][c];
   }
 }
 
-// R <= 4 rows: one pass per kDotCols weight rows, x (<= 46 KB at k = 2880) from L1/L2.
-// R = 5, 6: all R rows share each widened weight vector (two passes would widen every weight
-// twice); R rows of x no longer fit in L1, and re-reading them from L2 for every weight tile would
-// bound the kernel, so the k range is walked in chunks whose x stays in L1 across a block of
-// columns, the accumulators parked in scratch between chunks.
-// R = 7 to 9: passes of <= 4 rows over each weight tile while it is in L1 (the chunked form with 3
-// or 2 weight rows per pass measured slower here: 8 rows 2.0 ms vs 1.5 on the attn_q shape, as
-// its 1 KB pieces of many rows defeat the DRAM streaming that whole rows get).
+// R (5 to 9) rows against kDotCols weight rows: each chunk of the weights is widened to f32 once
+// (into L1) and then multiplied into the rows in groups of <= 4 (the register tile), so the
+// widening, a third of the work in three passes over BF16, is paid once; R rows of x (up to
+// 104 KB at k = 2880) stream from L2.
+template <int R>
+void DotTileWidenedBf16(const float* x, size_t k, const uint16_t* w, const float* bias, float* y, size_t ldy) {
+  constexpr int C = kDotCols, R0 = 4, R1 = R - R0 < 4 ? R - R0 : 4, R2 = R - R0 - R1;
+  static_assert(R > 4 && R2 <= 4, "two or three row groups");
+  alignas(64) float wf[C][kWidenChunk];
+  __m512 acc[R * C];
+#pragma GCC unroll 64
+  for (int v = 0; v < R * C; ++v) acc[v] = _mm512_setzero_ps();
+  const char* pf = reinterpret_cast<const char*>(w + kPrefetchTiles * C * k);
+  for (size_t i0 = 0; i0 < k; i0 += kWidenChunk) {
+    const size_t i1 = i0 + kWidenChunk < k ? i0 + kWidenChunk : k;
+    for (size_t i = i0; i < i1; i += 16) {
+      if (i % 32 == 0) {
+#pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(uint16_t), _MM_HINT_T0);
+      }
+      const __mmask16 mask = Mask16(i1 - i);
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) _mm512_store_ps(wf[c] + (i - i0), Bf16x16(w + c * k + i, mask));
+    }
+    WidenedStepsBf16<R0>(x, k, i0, i1, wf, acc);
+    WidenedStepsBf16<R1>(x + R0 * k, k, i0, i1, wf, acc + R0 * C);
+    if constexpr (R2 > 0) WidenedStepsBf16<R2>(x + (R0 + R1) * k, k, i0, i1, wf, acc + (R0 + R1) * C);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) y[r * ldy + c] = Finish(acc[r * C + c], bias, c);
+  }
+}
+
+// R <= 4 rows: one pass per kDotCols weight rows. 5 to 9 rows (speculative verification): the
+// widened tiles above (measured on the attn_q shape, 2 threads: 5 rows 0.95-0.98 ms vs 1.15 for
+// one pass of 5 x 4 accumulators over k chunks and 1.25 for two passes over BF16; 9 rows 1.45-1.5
+// vs 1.9). The column tail takes passes of <= 4 rows over each single weight row.
 template <int R>
 void DotBf16(const float* x, size_t k, const uint16_t* w, size_t n_begin, size_t n_end,
              const float* bias, float* y, size_t ldy) {
-  if constexpr (R <= kWideMaxRows && R > 4) {
-    constexpr size_t C = kDotCols;
-    __m512* acc = reinterpret_cast<__m512*>(ThreadScratchFloats(kWideColumnBlock * R * kLanes));
-    for (size_t jb = n_begin; jb < n_end; jb += kWideColumnBlock) {
-      const size_t je = jb + kWideColumnBlock < n_end ? jb + kWideColumnBlock : n_end;
-      for (size_t v = 0; v < (je - jb) * R; ++v) acc[v] = _mm512_setzero_ps();
-      for (size_t i0 = 0; i0 < k; i0 += kWideKChunk) {
-        const size_t i1 = i0 + kWideKChunk < k ? i0 + kWideKChunk : k;
-        size_t j = jb;
-        for (; j + C <= je; j += C) DotChunkBf16<R, C>(x, k, i0, i1, w + j * k, acc + (j - jb) * R);
-        for (; j < je; ++j) DotChunkBf16<R, 1>(x, k, i0, i1, w + j * k, acc + (j - jb) * R);
-      }
-      for (size_t j = jb; j < je; ++j) {
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) y[r * ldy + j] = Finish(acc[(j - jb) * R + r], bias, j);
-      }
+  size_t j = n_begin;
+  for (; j + kDotCols <= n_end; j += kDotCols) {
+    if constexpr (R <= 4) {
+      DotTileBf16<R, kDotCols>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
+    } else {
+      DotTileWidenedBf16<R>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
     }
-  } else {
-    constexpr int R0 = R < 4 ? R : 4, R1 = R - R0 < 4 ? R - R0 : 4, R2 = R - R0 - R1;
-    static_assert(R2 <= 4, "at most three passes");
-    auto passes = [&]<int C>(size_t j) {
-      const float* b = bias ? bias + j : nullptr;
-      DotTileBf16<R0, C>(x, k, w + j * k, b, y + j, ldy);
-      if constexpr (R1 > 0) DotTileBf16<R1, C>(x + R0 * k, k, w + j * k, b, y + R0 * ldy + j, ldy);
-      if constexpr (R2 > 0) DotTileBf16<R2, C>(x + (R0 + R1) * k, k, w + j * k, b, y + (R0 + R1) * ldy + j, ldy);
-    };
-    size_t j = n_begin;
-    for (; j + kDotCols <= n_end; j += kDotCols) passes.template operator()<kDotCols>(j);
-    for (; j < n_end; ++j) passes.template operator()<1>(j);
+  }
+  constexpr int R0 = R < 4 ? R : 4, R1 = R - R0 < 4 ? R - R0 : 4, R2 = R - R0 - R1;
+  static_assert(R2 <= 4, "at most three passes");
+  for (; j < n_end; ++j) {
+    const float* b = bias ? bias + j : nullptr;
+    DotTileBf16<R0, 1>(x, k, w + j * k, b, y + j, ldy);
+    if constexpr (R1 > 0) DotTileBf16<R1, 1>(x + R0 * k, k, w + j * k, b, y + R0 * ldy + j, ldy);
+    if constexpr (R2 > 0) DotTileBf16<R2, 1>(x + (R0 + R1) * k, k, w + j * k, b, y + (R0 + R1) * ldy + j, ldy);
   }
 }
 

@@ -2,6 +2,8 @@
 // on fresh random inputs with awkward lengths (0, 1, odd, tails around vector widths).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -99,6 +101,59 @@ TEST_P(KernelIsaTest, AttendMatchesReference) {
         ref().attend_bf16(q.data(), d, kbr.data(), vbr.data(), offset, n, scale, sink, scratch.data(), want.data());
         fast().attend_bf16(q.data(), d, kbr.data(), vbr.data(), offset, n, scale, sink, scratch.data(), got.data());
         for (size_t c = 0; c < d; ++c) ASSERT_NEAR(want[c], got[c], 2e-5f + 2e-5f * std::fabs(want[c])) << d << " " << n;
+      }
+    }
+  }
+}
+
+// A GQA group of queries over shared rows (kernels.h attend_group_*): every head has exactly the
+// bits the single-query entry of the same table gives it, for group sizes below, at and above the
+// AVX-512 kernel's 8-head tile, with head-size tails and sinks that dominate or vanish; the model
+// relies on it so that slicing a group differently (decode vs prefill, tensor parallelism) changes
+// no bits.
+TEST_P(KernelIsaTest, AttendGroupGivesEachHeadItsSingleQueryBits) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (size_t heads : {1, 3, 8, 9, 16}) {
+    for (size_t d : {7, 64, 80}) {
+      for (size_t n : {1, 17, 300}) {
+        const size_t offset = 2, stride = d + 3, q_stride = d + 1, out_stride = d + 2;
+        std::vector<float> q(heads * q_stride), kf(n * stride), vf(n * stride), sinks(heads);
+        for (auto& x : q) x = dist(rng_);
+        for (auto& x : kf) x = dist(rng_);
+        for (auto& x : vf) x = dist(rng_);
+        for (size_t h = 0; h < heads; ++h) sinks[h] = h % 3 == 0 ? -40.0f : (h % 3 == 1 ? 0.5f : 30.0f);
+        std::vector<uint16_t> kb(kf.size()), vb(vf.size());
+        for (size_t i = 0; i < kf.size(); ++i) {
+          kb[i] = F32ToBf16(kf[i]);
+          vb[i] = F32ToBf16(vf[i]);
+        }
+        std::vector<const float*> kfr(n), vfr(n);
+        std::vector<const uint16_t*> kbr(n), vbr(n);
+        for (size_t j = 0; j < n; ++j) {
+          kfr[j] = &kf[((j * 7) % n) * stride];
+          vfr[j] = &vf[((j * 5) % n) * stride];
+          kbr[j] = &kb[((j * 7) % n) * stride];
+          vbr[j] = &vb[((j * 5) % n) * stride];
+        }
+        const float scale = 0.125f;
+        std::vector<float> scratch(heads * n), one(d), got(heads * out_stride, -9.0f);
+        fast().attend_group_f32(q.data(), q_stride, heads, d, kfr.data(), vfr.data(), offset, n, scale, sinks.data(),
+                                scratch.data(), got.data(), out_stride);
+        for (size_t h = 0; h < heads; ++h) {
+          fast().attend_f32(&q[h * q_stride], d, kfr.data(), vfr.data(), offset, n, scale, sinks[h], scratch.data(),
+                            one.data());
+          ASSERT_EQ(std::memcmp(one.data(), &got[h * out_stride], d * sizeof(float)), 0)
+              << "f32 heads=" << heads << " d=" << d << " n=" << n << " head " << h;
+          ASSERT_EQ(got[h * out_stride + d], -9.0f);
+        }
+        fast().attend_group_bf16(q.data(), q_stride, heads, d, kbr.data(), vbr.data(), offset, n, scale, sinks.data(),
+                                 scratch.data(), got.data(), out_stride);
+        for (size_t h = 0; h < heads; ++h) {
+          fast().attend_bf16(&q[h * q_stride], d, kbr.data(), vbr.data(), offset, n, scale, sinks[h], scratch.data(),
+                             one.data());
+          ASSERT_EQ(std::memcmp(one.data(), &got[h * out_stride], d * sizeof(float)), 0)
+              << "bf16 heads=" << heads << " d=" << d << " n=" << n << " head " << h;
+        }
       }
     }
   }

@@ -1,4 +1,5 @@
-// AVX-512 attention of one query against n key/value rows (KernelTable::attend_bf16 / attend_f32):
+// AVX-512 attention of one query, or of a GQA group of queries sharing the rows
+// (KernelTable::attend_bf16 / attend_f32 / attend_group_*), against n key/value rows:
 // the dot products run 16 channels per FMA, the softmax exponentials 16 scores at a time with a
 // polynomial exp (|relative error| < 2 ulp), the weighted value sum 16 channels per FMA. The
 // summation orders differ from the scalar reference (kernels.h allows it); each query's result
@@ -70,6 +71,79 @@ void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* con
   }
 }
 
+// Up to kHeadTile queries of a GQA group against the same rows, each with exactly Attend's
+// operations (the same FMA chains, reductions, exp and normalisation), the key and value vectors
+// loaded and widened once for all of them: the loads and BF16 widening are most of Attend's work
+// per row at head size 64, and a group has 8 queries.
+constexpr size_t kHeadTile = 8;
+
+template <typename Elem>
+void AttendTile(const float* q, size_t q_stride, size_t heads, size_t d, const Elem* const* k_rows,
+                const Elem* const* v_rows, size_t offset, size_t n, float scale, const float* sinks, float* scratch,
+                float* out, size_t out_stride) {
+  float max_score[kHeadTile];
+  for (size_t h = 0; h < heads; ++h) max_score[h] = sinks[h];
+  for (size_t j = 0; j < n; ++j) {
+    const Elem* k = k_rows[j] + offset;
+    __m512 acc[kHeadTile];
+#pragma GCC unroll 8
+    for (size_t h = 0; h < kHeadTile; ++h) acc[h] = _mm512_setzero_ps();
+    for (size_t c = 0; c < d; c += 16) {
+      const __mmask16 m = TailMask(d - c);
+      const __m512 kv = Load16(k + c, m);
+#pragma GCC unroll 8
+      for (size_t h = 0; h < kHeadTile; ++h) {
+        if (h < heads) acc[h] = _mm512_fmadd_ps(Load16(q + h * q_stride + c, m), kv, acc[h]);
+      }
+    }
+    for (size_t h = 0; h < heads; ++h) {
+      float* scores = scratch + h * n;
+      scores[j] = _mm512_reduce_add_ps(acc[h]) * scale;
+      max_score[h] = scores[j] > max_score[h] ? scores[j] : max_score[h];
+    }
+  }
+  float inv[kHeadTile];
+  for (size_t h = 0; h < heads; ++h) {
+    float* scores = scratch + h * n;
+    const __m512 vmax = _mm512_set1_ps(max_score[h]);
+    __m512 sum = _mm512_maskz_mov_ps(1, Exp(_mm512_sub_ps(_mm512_set1_ps(sinks[h]), vmax)));
+    for (size_t j = 0; j < n; j += 16) {
+      const __mmask16 m = TailMask(n - j);
+      const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmax)));
+      _mm512_mask_storeu_ps(scores + j, m, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    inv[h] = 1.0f / _mm512_reduce_add_ps(sum);
+  }
+  for (size_t c = 0; c < d; c += 16) {
+    const __mmask16 m = TailMask(d - c);
+    __m512 acc[kHeadTile];
+#pragma GCC unroll 8
+    for (size_t h = 0; h < kHeadTile; ++h) acc[h] = _mm512_setzero_ps();
+    for (size_t j = 0; j < n; ++j) {
+      const __m512 vv = Load16(v_rows[j] + offset + c, m);
+#pragma GCC unroll 8
+      for (size_t h = 0; h < kHeadTile; ++h) {
+        if (h < heads) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(scratch[h * n + j]), vv, acc[h]);
+      }
+    }
+    for (size_t h = 0; h < heads; ++h) {
+      _mm512_mask_storeu_ps(out + h * out_stride + c, m, _mm512_mul_ps(acc[h], _mm512_set1_ps(inv[h])));
+    }
+  }
+}
+
+template <typename Elem>
+void AttendGroup(const float* q, size_t q_stride, size_t heads, size_t d, const Elem* const* k_rows,
+                 const Elem* const* v_rows, size_t offset, size_t n, float scale, const float* sinks, float* scratch,
+                 float* out, size_t out_stride) {
+  for (size_t h0 = 0; h0 < heads; h0 += kHeadTile) {
+    const size_t tile = heads - h0 < kHeadTile ? heads - h0 : kHeadTile;
+    AttendTile(q + h0 * q_stride, q_stride, tile, d, k_rows, v_rows, offset, n, scale, sinks + h0, scratch + h0 * n,
+               out + h0 * out_stride, out_stride);
+  }
+}
+
 void AttendBf16(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows, size_t offset,
                 size_t n, float scale, float sink, float* scratch, float* out) {
   Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
@@ -85,6 +159,8 @@ void AttendF32(const float* q, size_t d, const float* const* k_rows, const float
 void FillAvx512Attention(KernelTable& t) {
   t.attend_bf16 = AttendBf16;
   t.attend_f32 = AttendF32;
+  t.attend_group_bf16 = AttendGroup<uint16_t>;
+  t.attend_group_f32 = AttendGroup<float>;
   t.attend_isa = "avx512";
 }
 

@@ -99,6 +99,16 @@ struct KernelTable {
                       size_t offset, size_t n, float scale, float sink, float* scratch, float* out);
   void (*attend_f32)(const float* q, size_t d, const float* const* k_rows, const float* const* v_rows,
                      size_t offset, size_t n, float scale, float sink, float* scratch, float* out);
+  // The same for `heads` queries that share the key/value rows (a GQA group): query h at
+  // q + h q_stride with sink sinks[h], result at out + h out_stride; scratch holds heads n floats.
+  // Head h's result has exactly the bits the single-query entry of the same table gives for it,
+  // whatever `heads` is (a kernel may only share loads across heads, never reorder a head's sums).
+  void (*attend_group_bf16)(const float* q, size_t q_stride, size_t heads, size_t d, const uint16_t* const* k_rows,
+                            const uint16_t* const* v_rows, size_t offset, size_t n, float scale, const float* sinks,
+                            float* scratch, float* out, size_t out_stride);
+  void (*attend_group_f32)(const float* q, size_t q_stride, size_t heads, size_t d, const float* const* k_rows,
+                           const float* const* v_rows, size_t offset, size_t n, float scale, const float* sinks,
+                           float* scratch, float* out, size_t out_stride);
 
   // The q8 path (kernels/q8.h defines the quantizer, the packed weight layouts and the exact
   // result every ISA reproduces bit for bit).

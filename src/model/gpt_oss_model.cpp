@@ -476,22 +476,31 @@ void GptOssModel::Attention(int layer, float* q, float* k, const float* v, int64
     }
     const KernelTable& kt = ActiveKernels();
     ThreadPool& pool = GlobalPool();
+    // One task per (token, key/value head, slice of its query heads): the heads of a GQA group
+    // share the rows' loads in the kernel (attend_group_*, each head's bits as if alone), and the
+    // group is sliced only when there would otherwise be fewer than 4 tasks per thread (decode).
+    int64_t slice = group;
+    while (slice % 2 == 0 && T * Nkv * (group / slice) < 4 * static_cast<int64_t>(pool.num_threads())) slice /= 2;
+    const int64_t slices = group / slice;
     std::vector<std::vector<float>> scratch(pool.num_threads());
-    pool.Run(static_cast<size_t>(T * Nq), [&](size_t task, int thread) {
-      const int64_t t = static_cast<int64_t>(task) / Nq, hd = static_cast<int64_t>(task) % Nq;
-      const int64_t pos = start + t, kvh = hd / group;
+    pool.Run(static_cast<size_t>(T * Nkv * slices), [&](size_t task, int thread) {
+      const int64_t t = static_cast<int64_t>(task) / (Nkv * slices);
+      const int64_t kvh = static_cast<int64_t>(task) / slices % Nkv, hd = kvh * group + static_cast<int64_t>(task) % slices * slice;
+      const int64_t pos = start + t;
       // Sliding layers see the `window` positions ending at the query itself (HF:
       // kv_idx > q_idx - sliding_window); full layers see every earlier position.
       const int64_t first = std::max<int64_t>(0, pos - window + 1);
       const int64_t n = pos - first + 1;
       std::vector<float>& scores = scratch[thread];
-      scores.resize(n);
+      scores.resize(slice * n);
       const float* qv = &q[(t * Nq + hd) * D];
       float* o = out + (t * Nq + hd) * D;
       if constexpr (std::is_same_v<Elem, uint16_t>) {
-        kt.attend_bf16(qv, D, &krows[first - lo], &vrows[first - lo], kvh * D, n, scale, L.sinks[hd], scores.data(), o);
+        kt.attend_group_bf16(qv, D, slice, D, &krows[first - lo], &vrows[first - lo], kvh * D, n, scale, &L.sinks[hd],
+                             scores.data(), o, D);
       } else {
-        kt.attend_f32(qv, D, &krows[first - lo], &vrows[first - lo], kvh * D, n, scale, L.sinks[hd], scores.data(), o);
+        kt.attend_group_f32(qv, D, slice, D, &krows[first - lo], &vrows[first - lo], kvh * D, n, scale, &L.sinks[hd],
+                            scores.data(), o, D);
       }
     });
     // Keep what the next calls need: every position for full layers, the newest `capacity`

@@ -5,9 +5,11 @@
 //   RMSNorm -> MoE (router top-k then softmax over the k, swigluoai experts from MXFP4 weights,
 //   weighted combine) -> residual] -> final RMSNorm -> lm_head.
 //
-// Weights are used in place from the memory-mapped checkpoint: BF16 matrices and MXFP4 expert
-// blocks are read by the kernels directly (no converted copy); only norms, biases and sinks
-// (a few MB) are widened to float32 at load. Every row of every result is computed the same way
+// Weights: the exact path reads the MXFP4 expert blocks in place from the memory-mapped
+// checkpoint; BF16 matrices are copied once into huge-page buffers (the mapped pages released),
+// the fast path repacks the experts (and with --dense int8 quantizes the BF16 matrices) at load,
+// and tensor parallelism keeps only this rank's slices; one resident copy of each weight in every
+// case. Norms, biases and sinks (a few MB) are widened to float32 at load. Every row of every result is computed the same way
 // whatever the number of tokens in the call, so decoding token by token and verifying several
 // tokens in one call give the same logits.
 #pragma once

@@ -63,6 +63,35 @@ TEST_P(KernelIsaTest, DotBf16F32MatchesReference) {
   }
 }
 
+// n random key/value rows of d channels (row stride d + pad, read from `offset`) in f32 and BF16,
+// reached through pointers in reverse memory order, so a kernel cannot assume a stride.
+struct KvRows {
+  std::vector<float> kf, vf;
+  std::vector<uint16_t> kb, vb;
+  std::vector<const float*> kfr, vfr;
+  std::vector<const uint16_t*> kbr, vbr;
+  KvRows(std::mt19937& rng, size_t n, size_t d, size_t pad) : kfr(n), vfr(n), kbr(n), vbr(n) {
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const size_t stride = d + pad;
+    kf.resize(n * stride);
+    vf.resize(n * stride);
+    for (auto& x : kf) x = dist(rng);
+    for (auto& x : vf) x = dist(rng);
+    kb.resize(kf.size());
+    vb.resize(vf.size());
+    for (size_t i = 0; i < kf.size(); ++i) {
+      kb[i] = F32ToBf16(kf[i]);
+      vb[i] = F32ToBf16(vf[i]);
+    }
+    for (size_t j = 0; j < n; ++j) {
+      kfr[j] = &kf[(n - 1 - j) * stride];
+      vfr[j] = &vf[(n - 1 - j) * stride];
+      kbr[j] = &kb[(n - 1 - j) * stride];
+      vbr[j] = &vb[(n - 1 - j) * stride];
+    }
+  }
+};
+
 // Attention of one query over n rows (kernels.h attend_*): every path within a few ulp of the
 // scalar reference, for head sizes with vector tails, 1 to 300 positions, rows reached through
 // scattered pointers plus an offset (as the KV cache's ring rows are), and sinks from far below to
@@ -72,25 +101,12 @@ TEST_P(KernelIsaTest, AttendMatchesReference) {
   for (size_t d : {1, 7, 16, 17, 64, 80}) {
     for (size_t n : {1, 2, 7, 8, 9, 16, 17, 33, 300}) {
       for (float sink : {-50.0f, 0.3f, 40.0f}) {
-        const size_t offset = 3, stride = d + 5;
-        std::vector<float> q(d), kf(n * stride), vf(n * stride);
+        const size_t offset = 3;
+        std::vector<float> q(d);
         for (auto& x : q) x = dist(rng_);
-        for (auto& x : kf) x = dist(rng_);
-        for (auto& x : vf) x = dist(rng_);
-        std::vector<uint16_t> kb(kf.size()), vb(vf.size());
-        for (size_t i = 0; i < kf.size(); ++i) {
-          kb[i] = F32ToBf16(kf[i]);
-          vb[i] = F32ToBf16(vf[i]);
-        }
-        // Rows in reverse memory order, so the kernel cannot assume a stride.
-        std::vector<const float*> kfr(n), vfr(n);
-        std::vector<const uint16_t*> kbr(n), vbr(n);
-        for (size_t j = 0; j < n; ++j) {
-          kfr[j] = &kf[(n - 1 - j) * stride];
-          vfr[j] = &vf[(n - 1 - j) * stride];
-          kbr[j] = &kb[(n - 1 - j) * stride];
-          vbr[j] = &vb[(n - 1 - j) * stride];
-        }
+        const KvRows rows(rng_, n, d, 5);
+        const auto &kfr = rows.kfr, &vfr = rows.vfr;
+        const auto &kbr = rows.kbr, &vbr = rows.vbr;
         const float scale = 0.125f;
         std::vector<float> scratch(n), want(d + 1, -9.0f), got(d + 1, -9.0f);
         ref().attend_f32(q.data(), d, kfr.data(), vfr.data(), offset, n, scale, sink, scratch.data(), want.data());
@@ -116,25 +132,13 @@ TEST_P(KernelIsaTest, AttendGroupGivesEachHeadItsSingleQueryBits) {
   for (size_t heads : {1, 3, 8, 9, 16}) {
     for (size_t d : {7, 64, 80}) {
       for (size_t n : {1, 17, 300}) {
-        const size_t offset = 2, stride = d + 3, q_stride = d + 1, out_stride = d + 2;
-        std::vector<float> q(heads * q_stride), kf(n * stride), vf(n * stride), sinks(heads);
+        const size_t offset = 2, q_stride = d + 1, out_stride = d + 2;
+        std::vector<float> q(heads * q_stride), sinks(heads);
         for (auto& x : q) x = dist(rng_);
-        for (auto& x : kf) x = dist(rng_);
-        for (auto& x : vf) x = dist(rng_);
         for (size_t h = 0; h < heads; ++h) sinks[h] = h % 3 == 0 ? -40.0f : (h % 3 == 1 ? 0.5f : 30.0f);
-        std::vector<uint16_t> kb(kf.size()), vb(vf.size());
-        for (size_t i = 0; i < kf.size(); ++i) {
-          kb[i] = F32ToBf16(kf[i]);
-          vb[i] = F32ToBf16(vf[i]);
-        }
-        std::vector<const float*> kfr(n), vfr(n);
-        std::vector<const uint16_t*> kbr(n), vbr(n);
-        for (size_t j = 0; j < n; ++j) {
-          kfr[j] = &kf[((j * 7) % n) * stride];
-          vfr[j] = &vf[((j * 5) % n) * stride];
-          kbr[j] = &kb[((j * 7) % n) * stride];
-          vbr[j] = &vb[((j * 5) % n) * stride];
-        }
+        const KvRows rows(rng_, n, d, 3);
+        const auto &kfr = rows.kfr, &vfr = rows.vfr;
+        const auto &kbr = rows.kbr, &vbr = rows.vbr;
         const float scale = 0.125f;
         std::vector<float> scratch(heads * n), one(d), got(heads * out_stride, -9.0f);
         fast().attend_group_f32(q.data(), q_stride, heads, d, kfr.data(), vfr.data(), offset, n, scale, sinks.data(),

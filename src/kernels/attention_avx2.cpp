@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/dtype.h"
+#include "kernels/attend_each_head.h"
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -95,23 +96,13 @@ void AttendF32(const float* q, size_t d, const float* const* k_rows, const float
   Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
 }
 
-// A GQA group: one query at a time (no loads to share in this path).
-template <typename Elem>
-void AttendGroup(const float* q, size_t q_stride, size_t heads, size_t d, const Elem* const* k_rows,
-                 const Elem* const* v_rows, size_t offset, size_t n, float scale, const float* sinks, float* scratch,
-                 float* out, size_t out_stride) {
-  for (size_t h = 0; h < heads; ++h) {
-    Attend(q + h * q_stride, d, k_rows, v_rows, offset, n, scale, sinks[h], scratch + h * n, out + h * out_stride);
-  }
-}
-
 }  // namespace
 
 void FillAvx2Attention(KernelTable& t) {
   t.attend_bf16 = AttendBf16;
   t.attend_f32 = AttendF32;
-  t.attend_group_bf16 = AttendGroup<uint16_t>;
-  t.attend_group_f32 = AttendGroup<float>;
+  t.attend_group_bf16 = AttendEachHead<uint16_t, Attend<uint16_t>>;
+  t.attend_group_f32 = AttendEachHead<float, Attend<float>>;
   t.attend_isa = "avx2";
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/attend_each_head.h"
 #include "kernels/kernels.h"
 #include "kernels/mxfp4.h"
 
@@ -130,16 +131,6 @@ void AttendF32(const float* q, size_t d, const float* const* k_rows, const float
   Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
 }
 
-// A GQA group: one query at a time (no loads to share in this path).
-template <typename Elem>
-void AttendGroup(const float* q, size_t q_stride, size_t heads, size_t d, const Elem* const* k_rows,
-                 const Elem* const* v_rows, size_t offset, size_t n, float scale, const float* sinks, float* scratch,
-                 float* out, size_t out_stride) {
-  for (size_t h = 0; h < heads; ++h) {
-    Attend(q + h * q_stride, d, k_rows, v_rows, offset, n, scale, sinks[h], scratch + h * n, out + h * out_stride);
-  }
-}
-
 // kernels/q8.h: blocks whose largest magnitude is below this are quantized as zeros (127 / amax
 // must stay finite; such values cannot matter next to any normal activation).
 constexpr float kQ8TinyAmax = 1e-30f;
@@ -244,8 +235,8 @@ void FillReferenceKernels(KernelTable& t) {
   t.gather_reduce_isa = "scalar";
   t.attend_bf16 = AttendBf16;
   t.attend_f32 = AttendF32;
-  t.attend_group_bf16 = AttendGroup<uint16_t>;
-  t.attend_group_f32 = AttendGroup<float>;
+  t.attend_group_bf16 = AttendEachHead<uint16_t, Attend<uint16_t>>;
+  t.attend_group_f32 = AttendEachHead<float, Attend<float>>;
   t.attend_isa = "scalar";
   t.quantize_q8 = QuantizeQ8;
   t.quantize_q8_isa = "scalar";

@@ -23,8 +23,8 @@ namespace tessera {
 
 // A dense weight W[n, k]: BF16, or (DenseWeights::kInt8) its int8 copy in the q8 layout made at
 // load. The BF16 rows are copied out of the mapped checkpoint into our own huge-page buffer
-// (OwnBf16) and the mapped pages released: the page cache holds file pages as 4 KiB pages, and
-// streaming the 1.2 GB of dense weights per token through them costs ~15 % of decode speed in
+// (OwnBf16Weights) and the mapped pages released: the page cache holds file pages as 4 KiB pages,
+// and streaming the 2.4 GB of dense weights per token through them cost ~15 % of decode speed in
 // TLB misses (docs/BENCHMARKS.md).
 struct GptOssModel::DenseMatrix {
   const uint16_t* bf16 = nullptr;  // [n, k], into bf16_owned once owned
@@ -176,12 +176,12 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
   // Experts: whole experts per rank, or every expert's intermediate units [i0, i0 + ni) in whole
   // MXFP4 blocks (the down projection's contracting blocks), split as evenly as the blocks allow
   // (gpt-oss-20b at P = 4: 23/22/23/22 of 90; a rank may get none on tiny models).
-  model->tensor_experts_ = P > 1 && options.tp_experts == TpExperts::kTensor;
-  model->ne_ = model->tensor_experts_ ? E : E / P;
-  model->e0_ = model->tensor_experts_ ? 0 : r * model->ne_;
+  const bool tensor_experts = P > 1 && options.tp_experts == TpExperts::kTensor;
+  model->ne_ = tensor_experts ? E : E / P;
+  model->e0_ = tensor_experts ? 0 : r * model->ne_;
   const int64_t I = c.intermediate_size, IB = I / kMxfp4BlockSize;
-  const int64_t i0 = model->tensor_experts_ ? IB * r / P * kMxfp4BlockSize : 0;
-  const int64_t ni = model->tensor_experts_ ? IB * (r + 1) / P * kMxfp4BlockSize - i0 : I;
+  const int64_t i0 = tensor_experts ? IB * r / P * kMxfp4BlockSize : 0;
+  const int64_t ni = tensor_experts ? IB * (r + 1) / P * kMxfp4BlockSize - i0 : I;
   const bool vocab_parallel = P > 1 && V % P == 0;
   model->nv_ = vocab_parallel ? V / P : V;
   model->cache_config_ = c;
@@ -248,7 +248,7 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
     L.down.codes = get("mlp.experts.down_proj_blocks").data + model->e0_ * (H * I / 2);
     L.down.scales = get("mlp.experts.down_proj_scales").data + model->e0_ * (H * I / 32);
     L.down_bias = slice(ToF32(get("mlp.experts.down_proj_bias")), model->e0_ * H, model->ne_ * H);
-    if (model->tensor_experts_) {
+    if (tensor_experts) {
       // gate_up rows alternate gate, up: units [i0, i0 + ni) are rows [2 i0, 2 (i0 + ni)).
       SliceExperts(L.gate_up, E, 2 * i0, 2 * ni, 0, H / kMxfp4BlockSize);
       SliceExperts(L.down, E, 0, H, i0 / kMxfp4BlockSize, ni / kMxfp4BlockSize);
@@ -485,7 +485,8 @@ void GptOssModel::Attention(int layer, float* q, float* k, const float* v, int64
     std::vector<std::vector<float>> scratch(pool.num_threads());
     pool.Run(static_cast<size_t>(T * Nkv * slices), [&](size_t task, int thread) {
       const int64_t t = static_cast<int64_t>(task) / (Nkv * slices);
-      const int64_t kvh = static_cast<int64_t>(task) / slices % Nkv, hd = kvh * group + static_cast<int64_t>(task) % slices * slice;
+      const int64_t kvh = static_cast<int64_t>(task) / slices % Nkv;
+      const int64_t hd = kvh * group + static_cast<int64_t>(task) % slices * slice;  // first query head
       const int64_t pos = start + t;
       // Sliding layers see the `window` positions ending at the query itself (HF:
       // kv_idx > q_idx - sliding_window); full layers see every earlier position.

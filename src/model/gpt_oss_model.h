@@ -136,7 +136,6 @@ class GptOssModel {
   int tp_rank_ = 0, tp_size_ = 1;
   int64_t nq_ = 0, nkv_ = 0;  // local query / key-value heads
   int64_t e0_ = 0, ne_ = 0;   // local experts [e0_, e0_ + ne_)
-  bool tensor_experts_ = false;  // TpExperts::kTensor with P > 1: intermediate slices
   int64_t nv_ = 0;            // local lm_head rows (vocabulary-parallel) or the whole vocabulary
   // Statistics of the last Forward (Forward is not called concurrently on one model).
   mutable int64_t experts_run_ = 0;

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "core/bandwidth.h"
@@ -54,6 +56,27 @@ inline void SetMatmulCounters(benchmark::State& state, double seconds, double by
     state.counters["bw_frac"] = bytes * state.iterations() / seconds / g_best_bandwidth[threads];
   }
   if (peak > 0) state.counters["peak_frac"] = ops * state.iterations() / seconds / peak;
+}
+
+// Row counts of the matmul sweeps: 1 to 9 decode and speculative verification (k + 1 rows,
+// k <= 8), the rest prefill.
+inline constexpr size_t kMatmulRowCounts[] = {1, 2, 4, 5, 8, 9, 32, 128, 512};
+
+// Registers `<prefix><shape.name>/m:M/threads:T` for every shape, every row count M that
+// runs(shape, M) accepts and T = 1 .. kMaxThreads, each calling fn(state, shape, M, T).
+template <typename Shape, typename Runs, typename Fn>
+void RegisterMatmulSweep(const std::string& prefix, std::span<const Shape> shapes, const Runs& runs, const Fn& fn) {
+  for (const Shape& shape : shapes) {
+    for (size_t m : kMatmulRowCounts) {
+      if (!runs(shape, m)) continue;
+      for (int t = 1; t <= kMaxThreads; ++t) {
+        const std::string name = prefix + shape.name + "/m:" + std::to_string(m) + "/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) { fn(state, shape, m, t); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
 }
 
 }  // namespace tessera::bench

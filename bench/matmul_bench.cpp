@@ -216,23 +216,14 @@ int RegisterAll() {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
-  // 1 to 9: decode and speculative verification (k + 1 rows, k <= 8); the rest: prefill.
-  const size_t kRowCounts[] = {1, 2, 4, 5, 8, 9, 32, 128, 512};
+  // The unembedding only ever sees the last position (or a few speculative ones).
+  const auto runs = [](const Shape& shape, size_t m) { return std::string(shape.name) != "lm_head" || m <= 9; };
   for (bool mxfp4 : {false, true}) {
-    for (const Shape& shape : mxfp4 ? std::vector<Shape>(std::begin(kMxfp4Shapes), std::end(kMxfp4Shapes))
-                                    : std::vector<Shape>(std::begin(kBf16Shapes), std::end(kBf16Shapes))) {
-      for (size_t m : kRowCounts) {
-        // The unembedding only ever sees the last position (or a few speculative ones).
-        if (std::string(shape.name) == "lm_head" && m > 9) continue;
-        for (int t = 1; t <= kMaxThreads; ++t) {
-          const std::string name = std::string(mxfp4 ? "mxfp4/" : "bf16/") + shape.name + "/m:" +
-                                   std::to_string(m) + "/threads:" + std::to_string(t);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, mxfp4, shape, m, t)
-              ->UseRealTime()
-              ->Unit(benchmark::kMillisecond);
-        }
-      }
-    }
+    bench::RegisterMatmulSweep<Shape>(mxfp4 ? "mxfp4/" : "bf16/",
+                                      mxfp4 ? std::span<const Shape>(kMxfp4Shapes) : std::span<const Shape>(kBf16Shapes),
+                                      runs, [mxfp4](benchmark::State& state, const Shape& shape, size_t m, int t) {
+                                        BM_Matmul(state, mxfp4, shape, m, t);
+                                      });
   }
   return 0;
 }

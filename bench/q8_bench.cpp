@@ -240,22 +240,13 @@ int RegisterAll() {
       benchmark::RegisterBenchmark(name.c_str(), BM_Quantize, m, t)->UseRealTime()->Unit(benchmark::kMicrosecond);
     }
   }
-  // 1 to 9: decode and speculative verification (k + 1 rows, k <= 8); the rest: prefill.
-  const size_t kRowCounts[] = {1, 2, 4, 5, 8, 9, 32, 128, 512};
+  const auto runs = [](const Shape& shape, size_t m) { return m <= shape.max_m; };
   for (bool mxfp4 : {true, false}) {
-    for (const Shape& shape : mxfp4 ? std::vector<Shape>(std::begin(kMxfp4Shapes), std::end(kMxfp4Shapes))
-                                    : std::vector<Shape>(std::begin(kInt8Shapes), std::end(kInt8Shapes))) {
-      for (size_t m : kRowCounts) {
-        if (m > shape.max_m) continue;
-        for (int t = 1; t <= kMaxThreads; ++t) {
-          const std::string name = std::string(mxfp4 ? "q8_mxfp4/" : "q8_int8/") + shape.name + "/m:" +
-                                   std::to_string(m) + "/threads:" + std::to_string(t);
-          benchmark::RegisterBenchmark(name.c_str(), BM_MatmulQ8, mxfp4, shape, m, t)
-              ->UseRealTime()
-              ->Unit(benchmark::kMillisecond);
-        }
-      }
-    }
+    bench::RegisterMatmulSweep<Shape>(mxfp4 ? "q8_mxfp4/" : "q8_int8/",
+                                      mxfp4 ? std::span<const Shape>(kMxfp4Shapes) : std::span<const Shape>(kInt8Shapes),
+                                      runs, [mxfp4](benchmark::State& state, const Shape& shape, size_t m, int t) {
+                                        BM_MatmulQ8(state, mxfp4, shape, m, t);
+                                      });
   }
   return 0;
 }

@@ -177,6 +177,21 @@ std::vector<float> RandomF32(std::mt19937& rng, size_t count) {
   return v;
 }
 
+// The same shard with a GEMM that does nothing: the fused kernel's own messages alone (`ring`).
+LocalMatmul Idle(const LocalMatmul& shard) {
+  return LocalMatmul{shard.format, shard.n, shard.k, [](const float*, size_t, float*, size_t) {}};
+}
+
+// The command line's schedule, with the GEMM overlapped (fused) or not (naive).
+CollectiveMatmulOptions Options(const Args& a, bool overlap) {
+  CollectiveMatmulOptions o;
+  o.piece_rows = a.piece_rows;
+  o.poll_us = a.poll_us;
+  o.max_poll_us = a.max_poll_us;
+  o.overlap = overlap;
+  return o;
+}
+
 void BenchAllGatherMatmul(const Communicator& comm, const Args& a) {
   const size_t p = static_cast<size_t>(comm.size()), r = static_cast<size_t>(comm.rank());
   const size_t m_local = EvenShard("--m", a.m, comm.size()), n_local = EvenShard("--n", a.n, comm.size());
@@ -184,14 +199,9 @@ void BenchAllGatherMatmul(const Communicator& comm, const Args& a) {
   const std::vector<float> x = RandomF32(rng, m_local * a.k);
   const std::vector<uint16_t> w = RandomBf16(rng, n_local * a.k, 0.05f);
   const LocalMatmul shard = Bf16Shard(w.data(), n_local, a.k);
-  const LocalMatmul idle{shard.format, shard.n, shard.k, [](const float*, size_t, float*, size_t) {}};
+  const LocalMatmul idle = Idle(shard);
   std::vector<float> gathered(p * m_local * a.k), y(a.m * n_local);
-  CollectiveMatmulOptions fused;
-  fused.piece_rows = a.piece_rows;
-  fused.poll_us = a.poll_us;
-  fused.max_poll_us = a.max_poll_us;
-  CollectiveMatmulOptions naive = fused;
-  naive.overlap = false;
+  const CollectiveMatmulOptions fused = Options(a, true), naive = Options(a, false);
   std::vector<Variant> variants = {
       {"gemm", [&] { shard.gemm(gathered.data(), a.m, y.data(), n_local); }, {}, {}},
       {"comm", [&] { comm.AllGather(x.data(), m_local * a.k * sizeof(float), gathered.data()); }, {}, {}},
@@ -210,14 +220,9 @@ void BenchMatmulReduceScatter(const Communicator& comm, const Args& a) {
   const std::vector<float> x = RandomF32(rng, a.m * k_local);
   const std::vector<uint16_t> w = RandomBf16(rng, a.n * k_local, 0.05f);
   const LocalMatmul shard = Bf16Shard(w.data(), a.n, k_local);
-  const LocalMatmul idle{shard.format, shard.n, shard.k, [](const float*, size_t, float*, size_t) {}};
+  const LocalMatmul idle = Idle(shard);
   std::vector<float> partial(a.m * a.n), y(block * a.n);
-  CollectiveMatmulOptions fused;
-  fused.piece_rows = a.piece_rows;
-  fused.poll_us = a.poll_us;
-  fused.max_poll_us = a.max_poll_us;
-  CollectiveMatmulOptions naive = fused;
-  naive.overlap = false;
+  const CollectiveMatmulOptions fused = Options(a, true), naive = Options(a, false);
   std::vector<Variant> variants = {
       {"gemm", [&] { shard.gemm(x.data(), a.m, partial.data(), a.n); }, {}, {}},
       {"comm", [&] { comm.ReduceScatterSum(partial.data(), y.data(), block * a.n); }, {}, {}},

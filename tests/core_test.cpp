@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <set>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -104,6 +107,86 @@ TEST(ThreadPool, NestedRunDoesNotDeadlock) {
   std::atomic<int> total{0};
   pool.Run(4, [&](size_t, int) { pool.Run(3, [&](size_t, int) { total.fetch_add(1); }); });
   EXPECT_EQ(total.load(), 12);
+}
+
+// Every task, nested Runs' tasks included, sees a thread index no other running task holds at the
+// same moment (the header's contract, which per-thread scratch relies on): a nested Run passes its
+// own thread's index, not 0.
+TEST(ThreadPool, ThreadIndexIsUniqueAmongRunningTasksIncludingNested) {
+  ThreadPool pool(4);
+  std::vector<std::atomic<int>> running(pool.num_threads());
+  std::atomic<int> clashes{0}, nested_mismatch{0}, tasks{0};
+  auto enter = [&](int thread) {
+    if (running[thread].fetch_add(1) != 0) clashes.fetch_add(1);
+  };
+  auto leave = [&](int thread) { running[thread].fetch_sub(1); };
+  for (int round = 0; round < 20; ++round) {
+    pool.Run(16, [&](size_t, int outer) {
+      enter(outer);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      leave(outer);
+      pool.Run(3, [&](size_t, int inner) {
+        if (inner != outer) nested_mismatch.fetch_add(1);
+        enter(inner);
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        leave(inner);
+        tasks.fetch_add(1);
+      });
+    });
+  }
+  EXPECT_EQ(tasks.load(), 20 * 16 * 3);
+  EXPECT_EQ(nested_mismatch.load(), 0);
+  EXPECT_EQ(clashes.load(), 0);
+}
+
+// Two threads outside the pool calling Run at once (one with a single task, which runs inline)
+// never run tasks under the same index at the same time.
+TEST(ThreadPool, OutsideCallersTakeTurns) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> running(pool.num_threads());
+  std::atomic<int> clashes{0};
+  auto body = [&](size_t, int thread) {
+    if (running[thread].fetch_add(1) != 0) clashes.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    running[thread].fetch_sub(1);
+  };
+  std::thread other([&] {
+    for (int i = 0; i < 200; ++i) pool.Run(1, body);
+  });
+  for (int i = 0; i < 100; ++i) pool.Run(4, body);
+  other.join();
+  EXPECT_EQ(clashes.load(), 0);
+}
+
+// A throwing task (on the caller or on a worker) reaches the caller as the exception; Run returns
+// only after every started task has returned, starts no further tasks, and the pool keeps working.
+TEST(ThreadPool, RunIsExceptionSafe) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 50; ++round) {
+    std::atomic<int> inside{0}, started{0};
+    bool caught = false;
+    try {
+      pool.Run(64, [&](size_t task, int) {
+        inside.fetch_add(1);
+        started.fetch_add(1);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        inside.fetch_sub(1);
+        if (task % 7 == 3) throw Error(StrCat("task ", task, " failed"));
+      });
+    } catch (const Error& e) {
+      caught = true;
+      EXPECT_NE(std::string(e.what()).find("failed"), std::string::npos);
+    }
+    EXPECT_TRUE(caught);
+    EXPECT_EQ(inside.load(), 0) << "a task was still running after Run returned";
+    const int started_at_return = started.load();
+    EXPECT_LT(started_at_return, 64) << "tasks kept being started after the exception";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(started.load(), started_at_return);
+    std::atomic<int> after{0};
+    pool.Run(10, [&](size_t, int) { after.fetch_add(1); });
+    EXPECT_EQ(after.load(), 10);
+  }
 }
 
 TEST(ThreadPool, ManyBackToBackRuns) {

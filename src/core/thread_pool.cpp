@@ -4,12 +4,35 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "core/error.h"
 
 namespace tessera {
 namespace {
-thread_local bool tls_inside_pool = false;
+// The pool whose tasks this thread is running (its worker, or a caller inside Run), and this
+// thread's index in it.
+thread_local const ThreadPool* tls_pool = nullptr;
+thread_local int tls_thread_index = 0;
+
+// Marks the calling thread as running `pool`'s tasks as `index` for its lifetime.
+class InsidePool {
+ public:
+  InsidePool(const ThreadPool* pool, int index) : saved_pool_(tls_pool), saved_index_(tls_thread_index) {
+    tls_pool = pool;
+    tls_thread_index = index;
+  }
+  ~InsidePool() {
+    tls_pool = saved_pool_;
+    tls_thread_index = saved_index_;
+  }
+  InsidePool(const InsidePool&) = delete;
+  InsidePool& operator=(const InsidePool&) = delete;
+
+ private:
+  const ThreadPool* saved_pool_;
+  int saved_index_;
+};
 
 // Spin iterations (each a pause instruction, ~30-140 cycles) before blocking: about 20-50 us,
 // longer than the gap between the matmuls of one decode step, much shorter than a token.
@@ -38,12 +61,19 @@ void ThreadPool::Drain(int thread_index) {
   for (;;) {
     const size_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
     if (task >= num_tasks_) break;
-    fn(task, thread_index);
+    try {
+      fn(task, thread_index);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+      // Later fetch_adds return >= num_tasks_: nobody starts another task of this job.
+      next_task_.store(num_tasks_, std::memory_order_relaxed);
+    }
   }
 }
 
 void ThreadPool::WorkerLoop(int thread_index) {
-  tls_inside_pool = true;
+  const InsidePool inside(this, thread_index);
   uint64_t seen = 0;
   for (;;) {
     for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++i) CpuRelax();
@@ -64,27 +94,40 @@ void ThreadPool::WorkerLoop(int thread_index) {
 
 void ThreadPool::Run(size_t num_tasks, const std::function<void(size_t, int)>& fn) {
   if (num_tasks == 0) return;
-  if (workers_.empty() || num_tasks == 1 || tls_inside_pool) {
-    for (size_t t = 0; t < num_tasks; ++t) fn(t, 0);
+  if (tls_pool == this) {
+    // Nested inside one of this pool's tasks: serial, as the thread that is already running.
+    const int self = tls_thread_index;
+    for (size_t t = 0; t < num_tasks; ++t) fn(t, self);
     return;
   }
+  // Callers from outside take turns, serial calls too: each of them is thread 0.
   std::lock_guard<std::mutex> run_lock(run_mutex_);
+  const InsidePool inside(this, 0);
+  if (workers_.empty() || num_tasks == 1) {
+    for (size_t t = 0; t < num_tasks; ++t) fn(t, 0);  // an exception leaves nothing behind
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &fn;
     num_tasks_ = num_tasks;
     next_task_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
     active_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  tls_inside_pool = true;
   Drain(0);
-  tls_inside_pool = false;
   for (int i = 0; i < kSpinIterations && active_workers_.load(std::memory_order_acquire) != 0; ++i) CpuRelax();
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return active_workers_.load(std::memory_order_acquire) == 0; });
-  job_ = nullptr;
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return active_workers_.load(std::memory_order_acquire) == 0; });
+    job_ = nullptr;
+    std::lock_guard<std::mutex> error_lock(error_mutex_);
+    error = std::exchange(error_, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void ThreadPool::ParallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {

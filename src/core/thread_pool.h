@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -27,8 +28,13 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(task, thread) for every task in [0, num_tasks), tasks handed out dynamically;
-  // `thread` is in [0, num_threads()) and unique among concurrently running calls, so it can
-  // index per-thread scratch. Returns when all tasks are done.
+  // `thread` is in [0, num_threads()) and unique among concurrently running calls (nested calls
+  // included: a nested Run passes its thread's own index), so it can index per-thread scratch.
+  // Calls from outside the pool take turns. Returns when all tasks are done.
+  //
+  // Exceptions: if fn throws, no further tasks are started, Run waits for the tasks already
+  // running on other threads to return, leaves the pool ready for the next call and rethrows the
+  // first exception in the caller (tasks on other threads that throw later are dropped).
   void Run(size_t num_tasks, const std::function<void(size_t task, int thread)>& fn);
 
   // Splits [0, n) into contiguous chunks of at least `grain` items (about 4 per thread for
@@ -37,6 +43,8 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int thread_index);
+  // Runs tasks of the current job until none is left; an exception is kept in error_ and stops
+  // the handing out of tasks.
   void Drain(int thread_index);
 
   std::vector<std::thread> workers_;
@@ -54,6 +62,8 @@ class ThreadPool {
   const std::function<void(size_t, int)>* job_ = nullptr;
   size_t num_tasks_ = 0;
   std::atomic<size_t> next_task_{0};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;  // the current job's first exception, guarded by error_mutex_
 };
 
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.

@@ -137,6 +137,7 @@ void RunInspect(const InspectArgs& args) {
   if (is_dir && fs::exists(config_path, ec)) {
     config = LoadModelConfig(path);
     ValidateModelConfig(*config, config_path);
+    LoadGenerationConfig(path);  // what loading reads too: a broken file is reported here as there
   }
   const WeightStore store = WeightStore::Open(path);
 

@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/json_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -76,6 +77,7 @@ void ForEachStdinLine(Fn&& fn) {
 
 nlohmann::json ParseJson(std::string_view text, const std::string& where) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) Fail(where, ": empty input (expected JSON)");
+  CheckJsonNesting(text, where);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {

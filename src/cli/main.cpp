@@ -3,10 +3,12 @@
 // Exit codes: 0 success, 1 internal failure (unexpected exception), 2 bad input or usage.
 #include <malloc.h>
 
+#include <algorithm>
 #include <clocale>
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -48,7 +50,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // The same one-line form as every other error (CLI11's own print is two lines).
+    std::string message = e.what();
+    std::replace_if(message.begin(), message.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+    std::fprintf(stderr, "tessera: error: %s (see --help)\n", message.c_str());
     return 2;
   } catch (const tessera::Error& e) {
     std::fprintf(stderr, "tessera: error: %s\n", e.what());

@@ -7,16 +7,17 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "core/error.h"
+#include "core/temp_file.h"
 
 namespace tessera {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it has no
+  // effect on a regular file, and anything else is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) Fail(path, ": cannot open: ", std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -71,24 +72,14 @@ void ReleaseMappedRange(const void* p, size_t n) {
 }
 
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail(path, ": cannot open: ", std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) Fail(path, ": read error");
-  return buffer.str();
+  const MappedFile file(path);  // regular files only, never blocks
+  return std::string(reinterpret_cast<const char*>(file.data()), file.size());
 }
 
 void WriteFile(const std::string& path, const void* data, size_t size) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) Fail(tmp, ": cannot create: ", std::strerror(errno));
-    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-    out.flush();
-    if (!out) Fail(tmp, ": write error: ", std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) Fail(path, ": cannot rename from ", tmp, ": ", std::strerror(errno));
+  TempFile out(path);
+  out.Write(data, size);
+  out.Commit();
 }
 
 }  // namespace tessera

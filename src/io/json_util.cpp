@@ -18,7 +18,35 @@ std::string ReadBoundedFile(const std::string& path, size_t max_bytes) {
   return std::string(reinterpret_cast<const char*>(file.data()), file.size());
 }
 
+void CheckJsonNesting(std::string_view text, const std::string& source, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        Fail(source, ": invalid JSON: arrays and objects nested deeper than ", max_depth, " levels (at byte ", i, ")");
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;  // unbalanced input is the parser's to report
+    }
+  }
+}
+
+nlohmann::json ReadJsonFile(const std::string& path, size_t max_bytes) {
+  return ParseJsonText(ReadBoundedFile(path, max_bytes), path);
+}
+
 nlohmann::json ParseJsonText(std::string_view text, const std::string& source) {
+  CheckJsonNesting(text, source);
   // nlohmann keeps the last of duplicate keys silently; a duplicate in a model file is a
   // corruption we report instead. One set of keys per open object, innermost last.
   std::vector<std::set<std::string>> open_objects;

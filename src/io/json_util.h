@@ -1,7 +1,11 @@
-// Small helpers shared by the io/ readers of untrusted JSON (config.json, generation_config.json,
-// model.safetensors.index.json, safetensors headers): bounded file reads, parsing that turns
-// nlohmann's exceptions into one-line tessera::Error messages, and quoting of untrusted names so
-// that an error message stays on one line whatever bytes a file holds.
+// The one bounded reader of untrusted JSON. Every JSON document tessera reads (config.json,
+// generation_config.json, model.safetensors.index.json, safetensors headers, tokenizer.json,
+// JSON on standard input) goes through ReadBoundedFile (size limit, regular files only) and
+// CheckJsonNesting (depth limit) before any parser sees it: nlohmann and simdjson build values
+// recursively, so a document nested 100,000 levels deep would otherwise overflow the stack.
+// Also: parsing that turns nlohmann's exceptions into one-line tessera::Error messages, and
+// quoting of untrusted names so that an error message stays on one line whatever bytes a file
+// holds.
 #pragma once
 
 #include <cstddef>
@@ -16,9 +20,22 @@ namespace tessera {
 // driving an unbounded allocation).
 std::string ReadBoundedFile(const std::string& path, size_t max_bytes);
 
-// Parses JSON text (no comments, no trailing garbage); throws "<source>: invalid JSON: <why>".
-// Duplicate keys in an object are an error (Python would keep the last one silently).
+// Deepest nesting of arrays and objects accepted in any JSON document. Real model files nest at
+// most ~8 levels (tokenizer.json); simdjson's own default is 1024.
+inline constexpr int kMaxJsonDepth = 128;
+
+// Throws "<source>: invalid JSON: arrays and objects nested deeper than <max_depth> levels (at
+// byte N)" when they are. A linear scan that tracks strings and escapes, so it is exact for valid
+// JSON and bounded (never recursive) for anything else.
+void CheckJsonNesting(std::string_view text, const std::string& source, int max_depth = kMaxJsonDepth);
+
+// Parses JSON text (no comments, no trailing garbage, nesting within kMaxJsonDepth); throws
+// "<source>: invalid JSON: <why>". Duplicate keys in an object are an error (Python would keep
+// the last one silently).
 nlohmann::json ParseJsonText(std::string_view text, const std::string& source);
+
+// ReadBoundedFile then ParseJsonText, naming `path`.
+nlohmann::json ReadJsonFile(const std::string& path, size_t max_bytes);
 
 // The kind of a JSON value for messages: "null", "boolean", "integer", "number", "string",
 // "array", "object".

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "io/json_util.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/embedded_assets.h"
 #include "tokenizer/split_regex.h"
@@ -21,6 +22,8 @@ namespace {
 // Ids are kept below 2^21 so that the id-indexed tables stay small (tens of MB) even for a
 // corrupt file (o200k_harmony uses 200019; the largest public vocabularies are about 2^18).
 constexpr int64_t kMaxTokenId = int64_t{1} << 21;
+// o200k_harmony's tokenizer.json is 27 MB; the largest public ones are a few times that.
+constexpr size_t kMaxTokenizerJsonBytes = size_t{512} << 20;
 
 constexpr char kBuiltInSource[] = "<built-in o200k_harmony>";
 
@@ -63,7 +66,7 @@ const ByteLevelAlphabet& Alphabet() {
 
 // A token or key quoted for a one-line error message: control and line-breaking characters
 // are escaped, long strings cut.
-std::string Quote(std::string_view s) {
+std::string QuoteToken(std::string_view s) {
   std::string out = "\"";
   size_t pos = 0;
   const bool valid = utf8::FindInvalid(s) == s.size();
@@ -274,6 +277,7 @@ class Loader {
   Loader(Tokenizer::Impl& impl, std::string_view json) : impl_(impl), json_(json) {}
 
   void Run() {
+    CheckJsonNesting(json_, impl_.source);
     simdjson::padded_string padded(json_.data(), json_.size());
     element root;
     if (auto error = parser_.parse(padded).get(root)) {
@@ -388,7 +392,7 @@ class Loader {
     element e;
     if (!Get(top, "normalizer", e) || e.is_null()) return;
     const object n = AsObject(e, "normalizer");
-    Reject("normalizer", "type ", Quote(TypeOf(n, "normalizer")), " is not supported (only null)");
+    Reject("normalizer", "type ", QuoteToken(TypeOf(n, "normalizer")), " is not supported (only null)");
   }
 
   void CheckPostProcessor(const object& top) {
@@ -398,7 +402,7 @@ class Loader {
     // The ByteLevel post-processor only adjusts offsets; ids are untouched.
     const std::string_view type = TypeOf(p, "post_processor");
     if (type != "ByteLevel") {
-      Reject("post_processor", "type ", Quote(type), " is not supported (only ByteLevel or null)");
+      Reject("post_processor", "type ", QuoteToken(type), " is not supported (only ByteLevel or null)");
     }
   }
 
@@ -407,12 +411,12 @@ class Loader {
     if (!Get(top, "decoder", e) || e.is_null()) Reject("decoder", "is missing (only ByteLevel is supported)");
     const object d = AsObject(e, "decoder");
     const std::string_view type = TypeOf(d, "decoder");
-    if (type != "ByteLevel") Reject("decoder", "type ", Quote(type), " is not supported (only ByteLevel)");
+    if (type != "ByteLevel") Reject("decoder", "type ", QuoteToken(type), " is not supported (only ByteLevel)");
   }
 
   void LoadModel(const object& model) {
     const std::string_view type = TypeOf(model, "model");
-    if (type != "BPE") Reject("model.type", Quote(type), " is not supported (only BPE)");
+    if (type != "BPE") Reject("model.type", QuoteToken(type), " is not supported (only BPE)");
     for (const char* key : {"dropout", "unk_token"}) {
       element e;
       if (Get(model, key, e) && !e.is_null()) Reject(StrCat("model.", key), "is not supported (must be null)");
@@ -445,9 +449,9 @@ class Loader {
       for (size_t k = 0; k < pending; ++k) {
         VocabEntry& e = vocab_batch[k];
         if (!impl_.model.vocab().Insert(e.bytes, e.id, e.hash)) {
-          Reject("model.vocab", "token ", Quote(e.token), " appears twice");
+          Reject("model.vocab", "token ", QuoteToken(e.token), " appears twice");
         }
-        AddDecodeEntry(e.id, e.bytes, [&] { return StrCat("model.vocab[", Quote(e.token), "]"); });
+        AddDecodeEntry(e.id, e.bytes, [&] { return StrCat("model.vocab[", QuoteToken(e.token), "]"); });
         impl_.max_token_bytes = std::max(impl_.max_token_bytes, e.bytes.size());
       }
       pending = 0;
@@ -455,10 +459,10 @@ class Loader {
     for (auto field : vocab) {
       VocabEntry& e = vocab_batch[pending];
       e.token = field.key;
-      e.id = AsId(field.value, [&] { return StrCat("model.vocab[", Quote(e.token), "]"); });
+      e.id = AsId(field.value, [&] { return StrCat("model.vocab[", QuoteToken(e.token), "]"); });
       if (e.token.empty()) Reject("model.vocab", "empty token");
       if (!Alphabet().ToBytes(e.token, e.bytes)) {
-        Reject("model.vocab", "token ", Quote(e.token), " is not spelled in byte-level characters");
+        Reject("model.vocab", "token ", QuoteToken(e.token), " is not spelled in byte-level characters");
       }
       e.hash = HashBytes(e.bytes.data(), e.bytes.size());
       impl_.model.vocab().Prefetch(e.hash);
@@ -484,12 +488,12 @@ class Loader {
         MergeEntry& e = merge_batch[k];
         const auto path = [&] { return StrCat("model.merges[", e.rank, "]"); };
         e.left_id = e.left_ok ? impl_.model.vocab().Find(e.left_bytes, e.left_hash) : -1;
-        if (e.left_id < 0) Reject(path(), "token ", Quote(e.left), " is not in the vocabulary");
+        if (e.left_id < 0) Reject(path(), "token ", QuoteToken(e.left), " is not in the vocabulary");
         e.right_id = e.right_ok ? impl_.model.vocab().Find(e.right_bytes, e.right_hash) : -1;
-        if (e.right_id < 0) Reject(path(), "token ", Quote(e.right), " is not in the vocabulary");
+        if (e.right_id < 0) Reject(path(), "token ", QuoteToken(e.right), " is not in the vocabulary");
         e.new_id = impl_.model.vocab().Find(e.joined, e.joined_hash);
         if (e.new_id < 0) {
-          Reject(path(), "merged token ", Quote(StrCat(e.left, e.right)), " is not in the vocabulary");
+          Reject(path(), "merged token ", QuoteToken(StrCat(e.left, e.right)), " is not in the vocabulary");
         }
         impl_.model.PrefetchMerge(e.left_id, e.right_id);
       }
@@ -507,7 +511,7 @@ class Loader {
         const std::string_view line = AsString(m, "");
         const size_t space = line.find(' ');
         if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos) {
-          Reject(StrCat("model.merges[", rank, "]"), Quote(line), " is not two tokens separated by one space");
+          Reject(StrCat("model.merges[", rank, "]"), QuoteToken(line), " is not two tokens separated by one space");
         }
         e.left = line.substr(0, space);
         e.right = line.substr(space + 1);
@@ -545,7 +549,7 @@ class Loader {
       return;
     }
     if (type != "Sequence") {
-      Reject("pre_tokenizer", "type ", Quote(type), " is not supported (Sequence of Split + ByteLevel, or ByteLevel)");
+      Reject("pre_tokenizer", "type ", QuoteToken(type), " is not supported (Sequence of Split + ByteLevel, or ByteLevel)");
     }
     element list_e;
     if (!Get(p, "pretokenizers", list_e)) Reject("pre_tokenizer.pretokenizers", "is missing");
@@ -560,13 +564,13 @@ class Loader {
       const bool last = index + 1 == n;
       if (last) {
         if (step_type != "ByteLevel") {
-          Reject(path, "the last pre-tokenizer must be ByteLevel, found ", Quote(step_type));
+          Reject(path, "the last pre-tokenizer must be ByteLevel, found ", QuoteToken(step_type));
         }
         LoadByteLevel(step, path, false);
       } else if (step_type == "Split") {
         LoadSplit(step, path);
       } else {
-        Reject(path, "type ", Quote(step_type), " is not supported here (only Split before the final ByteLevel)");
+        Reject(path, "type ", QuoteToken(step_type), " is not supported here (only Split before the final ByteLevel)");
       }
       ++index;
     }
@@ -600,7 +604,7 @@ class Loader {
     element behavior_e;
     if (!Get(s, "behavior", behavior_e)) Reject(path, "has no \"behavior\"");
     const std::string_view behavior = AsString(behavior_e, StrCat(path, ".behavior"));
-    if (behavior != "Isolated") Reject(StrCat(path, ".behavior"), Quote(behavior), " is not supported (only Isolated)");
+    if (behavior != "Isolated") Reject(StrCat(path, ".behavior"), QuoteToken(behavior), " is not supported (only Isolated)");
     if (OptionalBool(s, "invert", StrCat(path, ".invert"), false)) {
       Reject(StrCat(path, ".invert"), "true is not supported");
     }
@@ -641,14 +645,14 @@ class Loader {
       const bool special = OptionalBool(t, "special", StrCat(path, ".special"), false);
       const bool normalized = OptionalBool(t, "normalized", StrCat(path, ".normalized"), !special);
       if (impl_.added_by_content.count(std::string(content)) != 0) {
-        Reject(StrCat(path, ".content"), Quote(content), " appears twice");
+        Reject(StrCat(path, ".content"), QuoteToken(content), " appears twice");
       }
       const bool byte_level = Alphabet().ToBytes(content, bytes);
       const int32_t model_id = byte_level ? impl_.model.vocab().Find(bytes) : -1;
       int64_t expected = model_id;
       if (model_id < 0) expected = max_added >= model_size ? max_added + 1 : model_size;
       if (id != expected) {
-        Reject(StrCat(path, ".id"), id, " for ", Quote(content), " differs from the id tokenizers assigns (", expected,
+        Reject(StrCat(path, ".id"), id, " for ", QuoteToken(content), " differs from the id tokenizers assigns (", expected,
               ")");
       }
       // A content that is already a model token decodes to the same bytes either way; a new
@@ -707,7 +711,9 @@ Tokenizer Tokenizer::FromJson(std::string_view json, std::string_view source) {
   return Tokenizer(std::move(impl));
 }
 
-Tokenizer Tokenizer::FromFile(const std::string& path) { return FromJson(ReadFile(path), path); }
+Tokenizer Tokenizer::FromFile(const std::string& path) {
+  return FromJson(ReadBoundedFile(path, kMaxTokenizerJsonBytes), path);
+}
 
 Tokenizer Tokenizer::FromModelDir(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
@@ -767,7 +773,7 @@ std::optional<int32_t> Tokenizer::TokenId(std::string_view token) const {
 
 int32_t Tokenizer::RequireTokenId(std::string_view token) const {
   const std::optional<int32_t> id = TokenId(token);
-  if (!id) Fail(impl_->source, ": token ", Quote(token), " is not in the vocabulary");
+  if (!id) Fail(impl_->source, ": token ", QuoteToken(token), " is not in the vocabulary");
   return *id;
 }
 

@@ -8,6 +8,8 @@
 // MXFP4 blocks reproduces the blocks bit for bit") and a model that matches the goldens.
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -344,6 +346,41 @@ TEST_F(QuantizeCheckpointTest, CommandLine) {
   EXPECT_NE(ReadFile(root_ + "/stdout").find("8 expert matrices as MXFP4"), std::string::npos);
   EXPECT_EQ(ReadFile(root_ + "/cli/model.safetensors"), ReadFile(root_ + "/lib/model.safetensors"));
   EXPECT_EQ(ReadFile(root_ + "/cli/config.json"), ReadFile(root_ + "/lib/config.json"));
+}
+
+// Interrupted (issue 13 point 7): SIGINT partway through writing the shard (raised by the fail
+// point after the 5th tensor) ends the process by that signal and leaves no temporary file and no
+// config.json (the mark of a complete directory); a leftover NAME.tmp from a writer killed
+// outright is removed by the next run, which needs no --force for it.
+TEST_F(QuantizeCheckpointTest, InterruptedRunLeavesNothingThatLooksComplete) {
+  const std::string dense = root_ + "/dense", out = root_ + "/out";
+  WriteDenseTinyA(dense, DType::kBF16);
+  auto quantize = [&](const std::string& env) {
+    const std::string cmd = env + " " + std::string(TESSERA_CLI_PATH) + " quantize -m " + dense + " --to mxfp4 --out " +
+                            out + " > " + root_ + "/stdout 2>&1";
+    return std::system(cmd.c_str());
+  };
+  auto temp_files = [&] {
+    std::vector<std::string> found;
+    for (const auto& entry : fs::directory_iterator(out)) {
+      if (EndsWith(entry.path().filename().string(), ".tmp")) found.push_back(entry.path().string());
+    }
+    return found;
+  };
+  const int status = quantize("TESSERA_FAIL_POINT=write.tensor:5:sigint");
+  const bool by_sigint = (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) ||
+                         (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT);
+  EXPECT_TRUE(by_sigint) << "status " << status << ": " << ReadFile(root_ + "/stdout");
+  ASSERT_TRUE(fs::is_directory(out));
+  EXPECT_TRUE(temp_files().empty());
+  EXPECT_FALSE(fs::exists(out + "/config.json"));
+  EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
+
+  WriteFile(out + "/model.safetensors.tmp", "half a shard");  // as SIGKILL would leave it
+  const int again = quantize("");
+  ASSERT_TRUE(WIFEXITED(again) && WEXITSTATUS(again) == 0) << ReadFile(root_ + "/stdout");
+  EXPECT_TRUE(temp_files().empty());
+  EXPECT_TRUE(fs::exists(out + "/config.json"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/temp_file.h"
 
 namespace tessera {
 
@@ -34,8 +35,14 @@ OutputDirPlan PlanOutputDir(const std::string& dir, bool overwrite,
   if (!fs::is_directory(dir, ec)) Fail(dir, ": exists and is not a directory");
   bool empty = true;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    empty = false;
-    if (entry.is_regular_file() && owned(entry.path().filename().string())) {
+    const std::string name = entry.path().filename().string();
+    const bool regular = entry.is_regular_file();
+    // NAME.tmp of a file the command owns: what an interrupted earlier run left; always removed,
+    // and it does not make the directory count as non-empty.
+    const bool leftover = regular && name.size() > std::strlen(kTempSuffix) && name.ends_with(kTempSuffix) &&
+                          owned(name.substr(0, name.size() - std::strlen(kTempSuffix)));
+    if (!leftover) empty = false;
+    if (regular && (leftover || owned(name))) {
       plan.stale.push_back(entry.path().string());
       plan.stale_bytes += entry.file_size(ec);
     }

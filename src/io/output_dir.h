@@ -21,7 +21,9 @@ struct OutputDirPlan {
 };
 
 // `dir` must not exist, or be a directory that is empty or (with `overwrite`) whose regular files
-// named by `owned(file name)` the command replaces. Throws tessera::Error naming `dir` otherwise.
+// named by `owned(file name)` the command replaces. Temporary files an interrupted run left
+// (NAME.tmp for an owned NAME, core/temp_file.h) are always stale and do not count as content.
+// Throws tessera::Error naming `dir` otherwise.
 OutputDirPlan PlanOutputDir(const std::string& dir, bool overwrite,
                             const std::function<bool(const std::string& name)>& owned);
 

@@ -14,6 +14,8 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/fail_point.h"
+#include "core/temp_file.h"
 #include "io/json_util.h"
 #include "io/model_dir.h"
 
@@ -342,6 +344,7 @@ SafetensorsHeader ParseSafetensorsHeader(const uint8_t* data, size_t size, const
   if (const void* nul = std::memchr(begin, 0, n)) {
     Fail(source, ": invalid header JSON: NUL byte at header offset ", static_cast<const char*>(nul) - begin);
   }
+  CheckJsonNesting(std::string_view(begin, n), source);
   HeaderHandler handler(header);
   const bool ok = json::sax_parse(begin, begin + n, &handler, json::input_format_t::json, /*strict=*/true);
   if (!ok || !handler.done()) {
@@ -599,50 +602,6 @@ std::string BuildHeader(const std::string& path, const std::vector<TensorToWrite
   return out;
 }
 
-// A file descriptor for a temporary file that is removed unless Commit() renamed it into place.
-class TempFile {
- public:
-  explicit TempFile(const std::string& path) : path_(path), tmp_(path + ".tmp") {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) Fail(tmp_, ": cannot create: ", std::strerror(errno));
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void Write(const void* data, size_t size) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    while (size > 0) {
-      const ssize_t n = ::write(fd_, p, std::min<size_t>(size, size_t{1} << 30));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        Fail(tmp_, ": write error: ", std::strerror(errno));
-      }
-      p += n;
-      size -= static_cast<size_t>(n);
-    }
-  }
-
-  void Commit() {
-    if (::fsync(fd_) != 0) Fail(tmp_, ": fsync failed: ", std::strerror(errno));
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) Fail(tmp_, ": close failed: ", std::strerror(errno));
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      Fail(path_, ": cannot rename from ", tmp_, ": ", std::strerror(errno));
-    }
-    committed_ = true;
-  }
-
- private:
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 std::string ShardName(size_t i, size_t count) {
   char name[64];
   std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i, count - 1);
@@ -671,6 +630,7 @@ void WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>&
     std::fill_n(buffer.begin(), n, uint8_t{0});
     tensors[i].fill(buffer.data(), n);
     out.Write(buffer.data(), n);
+    FailPoint("write.tensor");  // tests: an interrupted or failed writer
   }
   out.Commit();
 }

@@ -175,6 +175,13 @@ void RunSpecCost(const BenchArgs& a, const GptOssModel& model) {
 void RunBench(const BenchArgs& a) {
   if (a.prompt < 0 || a.gen < 0 || a.reps < 1) Fail("bench: -p and -n must be >= 0 and -r >= 1");
   const auto model = GptOssModel::Load(a.model, ToModelOptions(a.model_args));
+  // Refused at once, naming both numbers, rather than after minutes of prefill.
+  const int64_t max_positions = model->config().max_position_embeddings;
+  const int64_t reach = a.spec_cost ? std::max(1, a.prompt) + 9 : std::max(a.prompt, a.gen);
+  if (max_positions > 0 && reach > max_positions) {
+    Fail("bench: ", a.spec_cost ? "-p plus 9 verification tokens" : a.prompt >= a.gen ? "-p" : "-n", " reaches ", reach,
+         " positions, beyond the model's context of ", max_positions, " (max_position_embeddings)");
+  }
   if (a.spec_cost) return RunSpecCost(a, *model);
   const KvType kv = ParseKvType(a.kv_type);
   const int64_t context = std::max(1, std::max(a.prompt, a.gen));

@@ -1,7 +1,9 @@
 #include "core/buffer.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <utility>
 
@@ -33,6 +35,33 @@ ByteBuffer& ByteBuffer::operator=(ByteBuffer&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
   }
   return *this;
+}
+
+uint64_t AvailableMemoryBytes() {
+  if (std::FILE* f = std::fopen("/proc/meminfo", "re")) {
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof(line), f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    std::fclose(f);
+    if (found) return static_cast<uint64_t>(kib) * 1024;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : UINT64_MAX;
+}
+
+std::string FormatMemorySize(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (uint64_t{1} << 30)) {
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
+  } else if (bytes >= (uint64_t{1} << 20)) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / (uint64_t{1} << 20));
+  } else if (bytes >= 1024) {
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", static_cast<double>(bytes) / 1024);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
+  }
+  return buf;
 }
 
 }  // namespace tessera

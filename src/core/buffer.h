@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace tessera {
 
@@ -31,5 +32,12 @@ class ByteBuffer {
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// Memory the kernel says a new allocation can use without swapping (MemAvailable of
+// /proc/meminfo), or physical memory when that is unreadable.
+uint64_t AvailableMemoryBytes();
+
+// "1.50 GiB", "12.0 MiB", "512 B": memory sizes in messages (binary units).
+std::string FormatMemorySize(uint64_t bytes);
 
 }  // namespace tessera

@@ -15,11 +15,18 @@ double MillisSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+// The cache checks the context against max_position_embeddings and allocates only as the
+// sequence grows.
 Generator::Generator(const GptOssModel& model, int64_t context, KvType kv_type)
-    : model_(model), cache_(model.cache_config(), context, kv_type) {
-  if (context > model.config().max_position_embeddings) {
-    Fail("context size ", context, " exceeds the model's max_position_embeddings ",
-         model.config().max_position_embeddings);
+    : model_(model), cache_(model.cache_config(), context, kv_type) {}
+
+void Generator::Forward(std::span<const int32_t> tokens, int64_t start, LogitsMode mode) {
+  try {
+    model_.Forward(tokens, start, cache_, mode, logits_);
+  } catch (...) {
+    // The cache may now hold fewer positions (KvCache::AbortAppend); remember only those.
+    if (static_cast<int64_t>(cached_.size()) > cache_.length()) cached_.resize(cache_.length());
+    throw;
   }
 }
 
@@ -38,6 +45,7 @@ GenerationResult Generator::Generate(std::span<const int32_t> prompt, Sampler& s
          " exceeds the context size ", cache_.context(), " (raise it with -c)");
   }
   const bool speculate = spec.method != SpecMethod::kNone;
+  TensorParallelGroup* tp = model_.options().tp && model_.options().tp->size() > 1 ? model_.options().tp.get() : nullptr;
   if (speculate) {
     ValidateSpecOptions(spec);
     // A step rolls back at most k positions (the rejected drafts); a sliding ring keeps only
@@ -47,6 +55,9 @@ GenerationResult Generator::Generate(std::span<const int32_t> prompt, Sampler& s
            " positions (lower k)");
     }
   }
+  // Room for what this request can reach, reserved before any work (a one-line error naming the
+  // bytes when it cannot fit); the cache keeps growing on demand without a limit.
+  cache_.Reserve(limit >= 0 ? std::min(cache_.context(), P + limit) : P);
   GenerationResult result;
   result.timings.prompt_tokens = P;
 
@@ -63,7 +74,7 @@ GenerationResult Generator::Generate(std::span<const int32_t> prompt, Sampler& s
   cached_.resize(keep);
 
   auto t0 = std::chrono::steady_clock::now();
-  model_.Forward(prompt.subspan(keep), keep, cache_, LogitsMode::kLast, logits_);
+  Forward(prompt.subspan(keep), keep, LogitsMode::kLast);
   cached_.insert(cached_.end(), prompt.begin() + keep, prompt.end());
   result.timings.prefilled_tokens = P - keep;
   result.timings.prefill_ms = MillisSince(t0);
@@ -103,12 +114,16 @@ GenerationResult Generator::Generate(std::span<const int32_t> prompt, Sampler& s
       // step inside the context (pos + 1 + k <= context).
       const int64_t room = limit >= 0 ? limit - stop.generated() - 1 : spec.k;
       index->Propose(std::min(spec.k, room), cache_.context(), drafts);
-      drafts.resize(static_cast<size_t>(controller->Choose(static_cast<int64_t>(drafts.size()))));
+      int64_t chosen = controller->Choose(static_cast<int64_t>(drafts.size()));
+      // Every rank of a tensor-parallel job times its own steps; they must still run the same
+      // forward, so rank 0's choice (from the same drafts on every rank) is the job's.
+      if (tp != nullptr) chosen = tp->BroadcastFromFirst(chosen);
+      drafts.resize(static_cast<size_t>(chosen));
     }
     const int64_t k = static_cast<int64_t>(drafts.size());
     feed.assign(1, next);
     feed.insert(feed.end(), drafts.begin(), drafts.end());
-    model_.Forward(feed, pos, cache_, LogitsMode::kAll, logits_);  // rows [k + 1, V]
+    Forward(feed, pos, LogitsMode::kAll);  // rows [k + 1, V]
     const VerifyResult v = VerifyDrafts(
         drafts, [&](int64_t row) { return sampler.Sample(std::span<const float>(logits_).subspan(row * V, V)); },
         [&](int32_t token) { return going = emit(token); });

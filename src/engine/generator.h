@@ -63,6 +63,9 @@ class Generator {
   void Reset();
 
  private:
+  // model_.Forward into logits_; when it throws, cached_ is cut to what the cache still holds.
+  void Forward(std::span<const int32_t> tokens, int64_t start, LogitsMode mode);
+
   const GptOssModel& model_;
   KvCache cache_;
   std::vector<int32_t> cached_;

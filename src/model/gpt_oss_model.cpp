@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/fail_point.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "io/model_dir.h"
@@ -703,7 +704,16 @@ void GptOssModel::Forward(std::span<const int32_t> tokens, int64_t start, KvCach
   std::vector<float> rope_cs(T * 2 * rope_.half());
   rope_.CosSin(rope_.Frequencies(start + T), start, T, rope_cs.data(), 2 * rope_.half());
   experts_run_ = 0;
-  Layers(x.data(), T, start, cache, rope_cs, sp);
+  // The layers write the new positions' rows into the cache as they go (a sliding ring overwrites
+  // older positions' slots); only a complete pass commits them, and a failure partway (an MPI
+  // error, an allocation) tells the cache which rows may have been touched.
+  cache.BeginAppend(start, start + T);
+  try {
+    Layers(x.data(), T, start, cache, rope_cs, sp);
+  } catch (...) {
+    cache.AbortAppend(start, start + T);
+    throw;
+  }
   last_experts_per_layer_ = static_cast<double>(experts_run_) / static_cast<double>(c.num_hidden_layers);
   cache.Extend(start + T);
 
@@ -791,6 +801,7 @@ void GptOssModel::Layers(float* x, int64_t T, int64_t start, KvCache& cache, con
       ProjectQkv(L, h.data(), T, q.data(), k.data(), v.data());
     }
     Attention(static_cast<int>(l), q.data(), k.data(), v.data(), T, start, cache, rope_cs, attn.data());
+    FailPoint("forward.after_attention");  // tests: a failure once some rings hold uncommitted rows
 
     // o_proj: row-parallel partial products reduced across ranks, its bias added once after.
     Q8Activations attn_q;

@@ -1,7 +1,9 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <new>
 
+#include "core/buffer.h"
 #include "core/error.h"
 
 namespace tessera {
@@ -17,6 +19,10 @@ KvType ParseKvType(const std::string& name) {
 KvCache::KvCache(const ModelConfig& config, int64_t context, KvType type, int64_t rollback)
     : type_(type), context_(context), rollback_(rollback) {
   if (context <= 0) Fail("context size must be positive (got ", context, ")");
+  if (config.max_position_embeddings > 0 && context > config.max_position_embeddings) {
+    Fail("context of ", context, " positions exceeds the model's max_position_embeddings ",
+         config.max_position_embeddings);
+  }
   if (rollback < 0) Fail("rollback must be non-negative (got ", rollback, ")");
   row_elems_ = static_cast<size_t>(config.num_key_value_heads * config.head_dim);
   elem_size_ = type == KvType::kBF16 ? 2 : 4;
@@ -26,9 +32,18 @@ KvCache::KvCache(const ModelConfig& config, int64_t context, KvType type, int64_
     layer.sliding = config.layer_types[l] == LayerType::kSlidingAttention;
     layer.window = layer.sliding ? config.sliding_window.value_or(context) : context;
     layer.capacity = layer.sliding ? std::min(context, layer.window + rollback) : context;
-    layer.keys.resize(layer.capacity * RowBytes());
-    layer.values.resize(layer.capacity * RowBytes());
   }
+}
+
+uint64_t KvCache::BytesFor(const ModelConfig& config, int64_t positions, KvType type, int64_t rollback) {
+  const uint64_t row = static_cast<uint64_t>(config.num_key_value_heads * config.head_dim) * (type == KvType::kBF16 ? 2 : 4);
+  uint64_t slots = 0;
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    const bool sliding = config.layer_types[l] == LayerType::kSlidingAttention;
+    const int64_t ring = sliding ? config.sliding_window.value_or(positions) + rollback : positions;
+    slots += static_cast<uint64_t>(std::min(positions, ring));
+  }
+  return 2 * slots * row;  // keys and values
 }
 
 size_t KvCache::bytes() const {
@@ -37,14 +52,83 @@ size_t KvCache::bytes() const {
   return total;
 }
 
+void KvCache::Reserve(int64_t positions) {
+  if (positions > context_) {
+    Fail("KV cache: ", positions, " positions exceed the context size ", context_);
+  }
+  // Full layers grow geometrically (amortised copies); rings are allocated whole at first use.
+  std::vector<int64_t> target(layers_.size());
+  uint64_t more = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = layers_[i];
+    const int64_t needed = std::min(positions, l.capacity);
+    target[i] = l.allocated;
+    if (needed <= l.allocated) continue;
+    target[i] = l.sliding ? l.capacity : std::min(l.capacity, std::max(needed, 2 * l.allocated));
+    more += 2 * static_cast<uint64_t>(target[i] - l.allocated) * RowBytes();
+  }
+  if (more == 0) return;
+  const uint64_t available = AvailableMemoryBytes();
+  if (more > available) {
+    // Retry without the geometric slack before refusing.
+    more = 0;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      target[i] = std::max(l.allocated, std::min(positions, l.capacity));
+      more += 2 * static_cast<uint64_t>(target[i] - l.allocated) * RowBytes();
+    }
+  }
+  const auto refuse = [&] {
+    Fail("the KV cache for ", positions, " positions needs ", FormatMemorySize(bytes() + more), " (", KvTypeName(type_),
+         ", ", layers_.size(), " layers); only ", FormatMemorySize(available),
+         " of memory is available (lower -c or the prompt", type_ == KvType::kF32 ? ", or use --kv-type bf16)" : ")");
+  };
+  if (more > available) refuse();
+  try {
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      Layer& l = layers_[i];
+      if (target[i] == l.allocated) continue;
+      l.keys.resize(target[i] * RowBytes());
+      l.values.resize(target[i] * RowBytes());
+      l.allocated = target[i];
+    }
+  } catch (const std::bad_alloc&) {
+    for (Layer& l : layers_) {  // back to the rows that were in use
+      l.keys.resize(l.allocated * RowBytes());
+      l.values.resize(l.allocated * RowBytes());
+    }
+    refuse();
+  }
+}
+
 uint8_t* KvCache::KeyRow(int layer, int64_t position) {
-  const Layer& l = layers_[layer];
-  return const_cast<uint8_t*>(l.keys.data()) + (position % l.capacity) * RowBytes();
+  Layer& l = layers_[layer];
+  const int64_t slot = position % l.capacity;
+  TESSERA_CHECK(slot < l.allocated);
+  return l.keys.data() + slot * RowBytes();
 }
 
 uint8_t* KvCache::ValueRow(int layer, int64_t position) {
-  const Layer& l = layers_[layer];
-  return const_cast<uint8_t*>(l.values.data()) + (position % l.capacity) * RowBytes();
+  Layer& l = layers_[layer];
+  const int64_t slot = position % l.capacity;
+  TESSERA_CHECK(slot < l.allocated);
+  return l.values.data() + slot * RowBytes();
+}
+
+void KvCache::BeginAppend(int64_t start, int64_t end) {
+  TESSERA_CHECK(start == length_ && end >= start);
+  Reserve(end);
+}
+
+void KvCache::AbortAppend(int64_t start, int64_t end) {
+  TESSERA_CHECK(start <= end);
+  // Any row of [start, end) may have been written: their ring slots no longer hold older data.
+  if (end - 1 > max_written_) max_written_ = end - 1;
+  length_ = std::min(length_, start);
+  if (LayerLosing(length_) >= 0) {
+    length_ = 0;
+    max_written_ = -1;
+  }
 }
 
 int64_t KvCache::OldestStored(int layer) const {
@@ -52,19 +136,27 @@ int64_t KvCache::OldestStored(int layer) const {
   return std::max<int64_t>(0, max_written_ - l.capacity + 1);
 }
 
-void KvCache::Truncate(int64_t n) {
-  if (n < 0 || n > length_) Fail("cannot truncate the KV cache to ", n, " positions (it holds ", length_, ")");
+int KvCache::LayerLosing(int64_t n) const {
+  if (n == 0) return -1;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
-    if (!l.sliding || n == 0) continue;
+    if (!l.sliding) continue;
     // The next token (position n) sees positions >= n - window + 1; they must still be stored.
     const int64_t needed = std::max<int64_t>(0, n - l.window + 1);
-    if (needed < OldestStored(static_cast<int>(i))) {
-      Fail("cannot roll the KV cache back from ", length_, " to ", n, " positions: sliding layer ", i,
-           " keeps only ", l.capacity, " (window ", l.window, " + rollback ", rollback_, ")");
-    }
+    if (needed < OldestStored(static_cast<int>(i))) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void KvCache::Truncate(int64_t n) {
+  if (n < 0 || n > length_) Fail("cannot truncate the KV cache to ", n, " positions (it holds ", length_, ")");
+  if (const int layer = LayerLosing(n); layer >= 0) {
+    const Layer& l = layers_[layer];
+    Fail("cannot roll the KV cache back from ", length_, " to ", n, " positions: sliding layer ", layer,
+         " keeps only ", l.capacity, " (window ", l.window, " + rollback ", rollback_, ")");
   }
   length_ = n;
+  if (n == 0) max_written_ = -1;  // nothing is kept: the rings start afresh
 }
 
 }  // namespace tessera

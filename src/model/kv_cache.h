@@ -9,9 +9,19 @@
 // Positions are explicit: the cache holds positions [0, length()). Truncate(n) drops the
 // positions >= n (for verifying several tokens at once and rolling back); appending continues at
 // position length().
+//
+// Storage is allocated as positions are appended (full layers grow geometrically up to
+// `context`), so a large context costs only what the sequence uses; an allocation the machine's
+// memory cannot hold is refused with a one-line error naming the bytes.
+//
+// Appending is transactional: BeginAppend reserves the rows, the forward pass writes them, and
+// Extend commits the new length; a forward that fails partway calls AbortAppend, after which the
+// cache holds only positions whose rows are intact in every layer (a sliding ring may have lost
+// older positions to the uncommitted rows, and then the cache is emptied).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "io/config.h"
@@ -24,14 +34,24 @@ KvType ParseKvType(const std::string& name);  // "bf16" | "f32"; throws tessera:
 
 class KvCache {
  public:
-  // `context` is the largest number of positions the sequence may reach.
+  // `context` is the largest number of positions the sequence may reach; it may not exceed the
+  // model's max_position_embeddings (one-line error naming both). Allocates nothing yet.
   KvCache(const ModelConfig& config, int64_t context, KvType type, int64_t rollback = 64);
+
+  // Bytes the cache of `config` takes once it holds `positions` positions.
+  static uint64_t BytesFor(const ModelConfig& config, int64_t positions, KvType type, int64_t rollback = 64);
 
   KvType type() const { return type_; }
   int64_t context() const { return context_; }
   int64_t length() const { return length_; }
   int64_t rollback() const { return rollback_; }
+  // Bytes allocated now.
   size_t bytes() const;
+
+  // Makes room for positions [0, positions) (positions <= context()). Throws a one-line
+  // tessera::Error, leaving the cache as it was, when the memory this needs is more than the
+  // machine has available.
+  void Reserve(int64_t positions);
 
   // Drops positions >= n. Throws tessera::Error if n > length() or if a sliding layer's ring no
   // longer holds the keys position n - 1 needs (rolling back more than rollback() positions).
@@ -43,11 +63,18 @@ class KvCache {
   // Pointer to the K (or V) row of `position` in `layer`: kv_heads * head_dim elements.
   uint8_t* KeyRow(int layer, int64_t position);
   uint8_t* ValueRow(int layer, int64_t position);
-  // Marks positions [length(), new_length) as written; the caller filled their rows.
+  // A forward pass is about to write positions [start, end), start == length(): reserves their
+  // rows (throws, changing nothing, when they cannot be allocated or end > context()).
+  void BeginAppend(int64_t start, int64_t end);
+  // Commits positions [length(), new_length): the caller filled their rows in every layer.
   void Extend(int64_t new_length) {
     length_ = new_length;
     if (new_length - 1 > max_written_) max_written_ = new_length - 1;
   }
+  // The forward pass that called BeginAppend(start, end) failed: some layers may hold rows of
+  // [start, end), which overwrote ring slots of older positions. Keeps length() == start when
+  // every position the next token at `start` sees is still intact, and empties the cache otherwise.
+  void AbortAppend(int64_t start, int64_t end);
   // Oldest position whose K/V row is still stored in `layer` (0 for full layers).
   int64_t OldestStored(int layer) const;
 
@@ -55,10 +82,14 @@ class KvCache {
   struct Layer {
     bool sliding = false;
     int64_t window = 0;
-    int64_t capacity = 0;
+    int64_t capacity = 0;            // slots: the whole context, or the ring
+    int64_t allocated = 0;           // slots with storage, <= capacity
     std::vector<uint8_t> keys, values;
   };
   size_t RowBytes() const { return row_elems_ * elem_size_; }
+  // The first sliding layer whose ring no longer holds every position the token at n would see
+  // (the sequence cannot be cut to n positions and continue), or -1.
+  int LayerLosing(int64_t n) const;
 
   KvType type_;
   int64_t context_;

@@ -1,0 +1,145 @@
+// The KV cache's resource limits and its transactions (issue 13, points 3 and 4).
+//
+// Limits: a cache allocates as positions are appended, so a large context costs only what the
+// sequence uses; a context beyond max_position_embeddings and an allocation the machine cannot
+// hold are refused with one line naming the numbers.
+//
+// Transactions: a forward pass writes each layer's new key/value rows as it goes, and on a
+// sliding layer those rows overwrite the ring slots of older positions. A forward that fails
+// partway (here through the fail point after a layer's attention, standing in for an MPI error or
+// an allocation failure) must leave a cache whose positions are all intact, so that continuing
+// (or prefix reuse in Generator) gives the bits of an uninterrupted run.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "core/fail_point.h"
+#include "engine/generator.h"
+#include "model/gpt_oss_model.h"
+#include "model/kv_cache.h"
+#include "test_util.h"
+
+namespace tessera {
+namespace {
+
+const std::string kTinyA = std::string(TESSERA_TEST_DATA) + "/gpt_oss_golden/tiny_a";
+
+// A gpt-oss-20b-shaped attention (24 layers alternating sliding 128 / full, 8 key/value heads of
+// 64), which is all the cache reads of a config.
+ModelConfig TwentyBLikeConfig() {
+  ModelConfig c;
+  c.num_hidden_layers = 24;
+  c.num_attention_heads = 64;
+  c.num_key_value_heads = 8;
+  c.head_dim = 64;
+  c.sliding_window = 128;
+  c.max_position_embeddings = int64_t{1} << 31;
+  for (int l = 0; l < 24; ++l) c.layer_types.push_back(l % 2 ? LayerType::kFullAttention : LayerType::kSlidingAttention);
+  return c;
+}
+
+TEST(KvCacheLimits, AllocatesOnlyWhatTheSequenceUses) {
+  const ModelConfig c = TwentyBLikeConfig();
+  KvCache cache(c, int64_t{1} << 30, KvType::kBF16);  // 96 GiB if allocated up front
+  EXPECT_EQ(cache.bytes(), 0u);
+  cache.Reserve(1000);
+  EXPECT_GE(cache.bytes(), KvCache::BytesFor(c, 1000, KvType::kBF16));
+  EXPECT_LE(cache.bytes(), KvCache::BytesFor(c, 2000, KvType::kBF16));
+  // Full layers: 12 x 1000 rows; sliding rings: 12 x (128 + 64); K and V; 8 x 64 BF16 per row.
+  EXPECT_EQ(KvCache::BytesFor(c, 1000, KvType::kBF16), 2u * (12 * 1000 + 12 * 192) * 8 * 64 * 2);
+}
+
+TEST(KvCacheLimits, RefusesAContextBeyondTheModelNamingBoth) {
+  ModelConfig c = TwentyBLikeConfig();
+  c.max_position_embeddings = 131072;
+  const std::string msg = ErrorOf([&] { KvCache(c, int64_t{1} << 30, KvType::kBF16); });
+  EXPECT_NE(msg.find("1073741824"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("max_position_embeddings 131072"), std::string::npos) << msg;
+}
+
+TEST(KvCacheLimits, RefusesWhatMemoryCannotHoldNamingTheBytes) {
+  const ModelConfig c = TwentyBLikeConfig();
+  KvCache cache(c, int64_t{1} << 30, KvType::kF32);
+  cache.Reserve(16);
+  const size_t before = cache.bytes();
+  const std::string msg = ErrorOf([&] { cache.Reserve(int64_t{1} << 30); });
+  EXPECT_NE(msg.find("positions needs 49152."), std::string::npos) << msg;  // 12 full layers x 2^30 x 4 KiB
+  EXPECT_NE(msg.find("available"), std::string::npos) << msg;
+  EXPECT_EQ(cache.bytes(), before);  // unchanged
+}
+
+std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab) - 1);
+  std::vector<int32_t> out(n);
+  for (auto& t : out) t = dist(rng);
+  return out;
+}
+
+class KvCacheTransactions : public ::testing::Test {
+ protected:
+  void TearDown() override { DisarmFailPoint(); }
+};
+
+// A failed 80-token forward at position 30 (rollback 4, window 8: the batch's rows fill every ring
+// slot) must not leave positions that look intact: continuing from whatever the cache still holds
+// gives the logits of one uninterrupted pass, bit for bit (the forward is batch-invariant).
+TEST_F(KvCacheTransactions, FailedForwardLeavesOnlyIntactPositions) {
+  const auto model = GptOssModel::Load(kTinyA);
+  const int64_t V = model->vocab_size(), N = 120;
+  const std::vector<int32_t> seq = RandomTokens(N, V, 7);
+  KvCache whole(model->cache_config(), N, KvType::kF32, /*rollback=*/4);
+  std::vector<float> want, got;
+  model->Forward(seq, 0, whole, LogitsMode::kAll, want);
+
+  for (const int64_t batch : {80, 3}) {  // 3 <= rollback + 1: the rings keep what position 30 needs
+    SCOPED_TRACE(batch);
+    KvCache cache(model->cache_config(), N, KvType::kF32, /*rollback=*/4);
+    const std::span<const int32_t> all(seq);
+    model->Forward(all.first(30), 0, cache, LogitsMode::kNone, got);
+    ArmFailPoint("forward.after_attention", 3);  // after layer 2 (sliding) has written its ring
+    EXPECT_NE(ErrorOf([&] { model->Forward(all.subspan(30, batch), 30, cache, LogitsMode::kAll, got); })
+                  .find("fail point"),
+              std::string::npos);
+    const int64_t kept = cache.length();
+    if (batch == 3) EXPECT_EQ(kept, 30);
+    if (batch == 80) EXPECT_LT(kept, 30);  // the rings lost what position 30 needs
+    model->Forward(all.subspan(kept), kept, cache, LogitsMode::kAll, got);
+    ASSERT_EQ(got.size(), static_cast<size_t>((N - kept) * V));
+    EXPECT_EQ(0, std::memcmp(got.data(), &want[kept * V], got.size() * sizeof(float)));
+  }
+}
+
+// Generator: a prompt whose prefill fails, then the same prompt again, gives what a fresh session
+// gives (prefix reuse must not read the rows the failed pass overwrote).
+TEST_F(KvCacheTransactions, GeneratorRecoversFromAFailedPrefill) {
+  const auto model = GptOssModel::Load(kTinyA);
+  const std::vector<int32_t> first = RandomTokens(40, model->vocab_size(), 11);
+  std::vector<int32_t> longer = first;
+  const std::vector<int32_t> more = RandomTokens(100, model->vocab_size(), 12);
+  longer.insert(longer.end(), more.begin(), more.end());
+  auto generate = [&](Generator& g, const std::vector<int32_t>& prompt) {
+    Sampler sampler(SamplingParams{.temperature = 0.0f});
+    StopCondition stop({}, 12);
+    return g.Generate(prompt, sampler, stop);
+  };
+  Generator fresh(*model, 512, KvType::kF32);
+  const GenerationResult want = generate(fresh, longer);
+
+  Generator session(*model, 512, KvType::kF32);
+  generate(session, first);
+  ArmFailPoint("forward.after_attention", 3);
+  EXPECT_NE(ErrorOf([&] { generate(session, longer); }).find("fail point"), std::string::npos);
+  EXPECT_LE(static_cast<int64_t>(session.cached_tokens().size()), session.cache().length());
+  const GenerationResult got = generate(session, longer);
+  EXPECT_EQ(got.tokens, want.tokens);
+  // The failed 100-token pass overwrote every ring slot, including those of the 40 shared
+  // positions: none of them may be reused (greedy tokens alone would hardly notice stale rows).
+  EXPECT_EQ(got.timings.prefilled_tokens, static_cast<int64_t>(longer.size()));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -10,6 +10,11 @@ namespace tessera {
 MpiTensorParallelGroup::MpiTensorParallelGroup(Communicator comm, CollectiveMatmulOptions options)
     : comm_(std::move(comm)), options_(options) {}
 
+int64_t MpiTensorParallelGroup::BroadcastFromFirst(int64_t value) {
+  comm_.Broadcast(&value, sizeof(value), 0);
+  return value;
+}
+
 void MpiTensorParallelGroup::AllReduceSum(float* data, size_t count) {
   const int P = comm_.size();
   if (P == 1) return;

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 namespace tessera {
@@ -33,6 +34,9 @@ class TensorParallelGroup {
   // y[m, ldy] (m rows, the GEMM's own columns) = x[m, k] . W_local^T for the caller's weight.
   using LocalGemm = std::function<void(const float* x, size_t m, float* y, size_t ldy)>;
 
+  // Rank 0's `value`, on every rank: a decision one rank makes from its own measurements (the
+  // speculative controller's number of drafts) that every rank must then follow.
+  virtual int64_t BroadcastFromFirst(int64_t value) = 0;
   // In place: data[i] = sum over ranks, the same bits on every rank (ranks may not diverge).
   virtual void AllReduceSum(float* data, size_t count) = 0;
   // out[P count] = every rank's block of `count` floats, in rank order.

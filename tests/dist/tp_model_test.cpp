@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +20,8 @@
 #include "dist/tp_group.h"
 #include "dist_test_util.h"
 #include "model/gpt_oss_model.h"
+#include "copying_model.h"
+#include "engine/generator.h"
 
 namespace tessera {
 namespace {
@@ -117,6 +121,45 @@ TEST_F(TpModelTest, DegreesThatDoNotDivideAreOneLineErrors) {
       EXPECT_NE(what.find("tensor parallel degree " + std::to_string(P)), std::string::npos) << what;
     }
   }
+}
+
+// Adaptive speculation under tensor parallelism (issue 13 point 1): each rank's controller times
+// its own steps, so left alone the ranks would choose different numbers of drafts and call the
+// forward with different token counts (mismatched collectives). Here the ranks are handed cost
+// tables that disagree outright (rank 0: verification is free, so it tries every draft; the
+// others: prohibitive, so they would try none); the job must follow rank 0 and emit exactly what
+// one process emits, with drafts accepted (a model that copies, tests/copying_model.h).
+TEST_F(TpModelTest, SpeculationFollowsRankZero) {
+  const int P = World().size();
+  const Communicator& world = World();
+  uint64_t job = static_cast<uint64_t>(::getpid());
+  world.Broadcast(&job, sizeof(job), 0);
+  const std::string dir = ::testing::TempDir() + "tessera_copying_" + std::to_string(job);
+  if (world.rank() == 0) test::WriteCopyingModel(kGoldenDir + "tiny_b", dir);
+  world.Barrier();
+  std::vector<int32_t> prompt = GoldenSequence("tiny_b");
+  prompt.resize(24);
+  auto generate = [&](const GptOssModel& model, const SpecOptions& spec) {
+    Generator generator(model, 256, KvType::kF32);
+    Sampler sampler(SamplingParams{.temperature = 0.0f});
+    StopCondition stop({}, 40);
+    return generator.Generate(prompt, sampler, stop, {}, spec);
+  };
+  const auto one = GptOssModel::Load(dir);
+  const GenerationResult plain = generate(*one, {});
+  const int64_t K = 8;
+  SpecOptions spec{.method = SpecMethod::kNgram, .k = K, .min_n = 1, .max_n = 3, .adaptive = true};
+  spec.cost.assign(K + 1, world.rank() == 0 ? 1.0 : 100.0);
+  spec.cost[0] = 1.0;
+  if (Splits(one->config(), P, TpExperts::kTensor)) {
+    const auto tp = GptOssModel::Load(dir, ModelOptions{Precision::kExact, DenseWeights::kBf16, MakeTensorParallelGroup(P)});
+    const GenerationResult got = generate(*tp, spec);
+    EXPECT_EQ(got.tokens, plain.tokens);
+    EXPECT_GT(got.spec.accepted, 0) << "the copying model's drafts were never accepted";
+    EXPECT_LT(got.spec.decode_steps, static_cast<int64_t>(got.tokens.size()) - 1);  // rank 0 drafted, all followed
+  }
+  world.Barrier();
+  if (world.rank() == 0) std::filesystem::remove_all(dir);
 }
 
 TEST_F(TpModelTest, TpDegreeMustMatchTheJob) {

@@ -3,8 +3,11 @@
 // written by tools/make_gpt_oss_manifests.py from ../shared/reference/gpt-oss.md §2.1/§2.3 and
 // the Hub's model.safetensors.index.json, independently of this code).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <string>
@@ -15,6 +18,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/config.h"
+#include "model/gpt_oss_model.h"
 #include "model/gpt_oss_weights.h"
 #include "kernels/mxfp4.h"
 #include "model/synth.h"
@@ -273,6 +277,80 @@ TEST(Mxfp4, LowNibbleFirst) {
     EXPECT_EQ(out[32 + 2 * b], 0.5f * 4.0f);
     EXPECT_EQ(out[32 + 2 * b + 1], 6.0f * 4.0f);
   }
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// `inspect` and the loader apply one dtype rule (DTypeFits): for each tensor role stored as F16 or
+// F32, CheckTensors reports a problem exactly when GptOssModel::Load refuses the checkpoint
+// (issue 13 point 6: a checkpoint reported "ok" that fails to load, or the reverse).
+TEST(GptOssWeights, InspectAndLoadAgreeOnStoredDTypes) {
+  const std::string golden = std::string(TESSERA_TEST_DATA) + "/gpt_oss_golden/tiny_a";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tessera_dtype_rule_" + std::to_string(::getpid()));
+  const WeightStore source = WeightStore::Open(golden);
+  const char* kNames[] = {"model.embed_tokens.weight",
+                          "model.layers.0.self_attn.q_proj.weight",
+                          "model.layers.1.mlp.router.weight",
+                          "lm_head.weight",
+                          "model.layers.0.input_layernorm.weight",
+                          "model.layers.0.self_attn.q_proj.bias",
+                          "model.layers.0.self_attn.sinks",
+                          "model.layers.1.mlp.router.bias",
+                          "model.layers.0.mlp.experts.down_proj_bias",
+                          "model.norm.weight"};
+  int refused = 0, accepted = 0;
+  for (const char* changed : kNames) {
+    for (const DType dtype : {DType::kF16, DType::kF32}) {
+      SCOPED_TRACE(std::string(changed) + " as " + std::string(DTypeName(dtype)));
+      std::filesystem::remove_all(dir);
+      std::filesystem::create_directories(dir);
+      for (const char* file : {"config.json", "generation_config.json"}) {
+        std::filesystem::copy_file(golden + "/" + file, dir / file);
+      }
+      std::vector<TensorToWrite> tensors;
+      for (const std::string& name : source.names()) {
+        const TensorView t = source.Get(name);
+        const bool convert = name == changed;
+        tensors.push_back({name, convert ? dtype : t.dtype(), t.shape(), [t, convert, dtype](uint8_t* dst, size_t n) {
+                             if (!convert) {
+                               std::memcpy(dst, t.data, n);
+                               return;
+                             }
+                             for (uint64_t i = 0; i < t.numel(); ++i) {
+                               const float v = ElementToF32(t.dtype(), t.data + i * DTypeSize(t.dtype()));
+                               if (dtype == DType::kF32) {
+                                 std::memcpy(dst + 4 * i, &v, 4);
+                               } else {
+                                 const uint16_t h = F32ToF16(v);
+                                 std::memcpy(dst + 2 * i, &h, 2);
+                               }
+                             }
+                           }});
+      }
+      WriteSafetensors((dir / "model.safetensors").string(), tensors);
+      const WeightStore store = WeightStore::Open(dir.string());
+      const ModelConfig config = LoadModelConfig(dir.string());
+      const bool inspect_ok = CheckTensors(GptOssTensorSpecs(config), store).empty();
+      bool load_ok = true;
+      std::string why;
+      try {
+        GptOssModel::Load(dir.string());
+      } catch (const Error& e) {
+        load_ok = false;
+        why = e.what();
+      }
+      EXPECT_EQ(inspect_ok, load_ok) << why;
+      (load_ok ? accepted : refused) += 1;
+    }
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_GT(refused, 0);   // matrices must be BF16
+  EXPECT_GT(accepted, 0);  // vectors widen exactly to float32
 }
 
 }  // namespace

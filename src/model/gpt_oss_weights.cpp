@@ -173,13 +173,21 @@ std::string TensorProblem::ToString() const {
 }
 
 bool DTypeFits(const TensorSpec& spec, DType stored) {
-  if (spec.kind == TensorKind::kExpertBlocks || spec.kind == TensorKind::kExpertScales) {
-    return DTypeSize(stored) == 1;
+  switch (spec.kind) {
+    case TensorKind::kExpertBlocks:
+    case TensorKind::kExpertScales:
+      return DTypeSize(stored) == 1;
+    case TensorKind::kEmbedding:
+    case TensorKind::kLinearWeight:
+    case TensorKind::kRouterWeight:
+    case TensorKind::kLmHead:
+      return stored == spec.dtype;
+    default:
+      if (spec.dtype == DType::kBF16) {
+        return stored == DType::kBF16 || stored == DType::kF16 || stored == DType::kF32;
+      }
+      return stored == spec.dtype;
   }
-  if (spec.dtype == DType::kBF16) {
-    return stored == DType::kBF16 || stored == DType::kF16 || stored == DType::kF32;
-  }
-  return stored == spec.dtype;
 }
 
 std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs,
@@ -201,8 +209,10 @@ std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs,
                           StrCat("shape ", ShapeToString(t.shape), ", expected ", ShapeToString(spec.shape))});
     }
     if (!DTypeFits(spec, t.dtype)) {
+      const bool matrix = spec.dtype == DType::kBF16 && (t.dtype == DType::kF16 || t.dtype == DType::kF32);
       problems.push_back({TensorProblem::Type::kDType, spec.name,
-                          StrCat("dtype ", DTypeName(t.dtype), ", expected ", DTypeName(spec.dtype))});
+                          StrCat("dtype ", DTypeName(t.dtype), ", expected ", DTypeName(spec.dtype),
+                                 matrix ? " (the matrix kernels read BF16; convert the checkpoint to BF16)" : "")});
     }
   }
   std::vector<std::string> unexpected;

@@ -115,9 +115,12 @@ struct TensorProblem {
   std::string ToString() const;
 };
 
-// Whether a stored dtype can hold a tensor described as `spec`: raw-byte tensors (MXFP4 blocks
-// and scales) accept any 1-byte label (viewers and converters show U8, I8, F8_E8M0, ...;
-// gpt-oss.md §2.1); BF16 tensors accept BF16, F16 and F32, which convert exactly to float.
+// Whether a stored dtype can hold a tensor described as `spec`; the one rule that `inspect`, the
+// loader and `quantize` share. Raw-byte tensors (MXFP4 blocks and scales) accept any 1-byte label
+// (viewers and converters show U8, I8, F8_E8M0, ...; gpt-oss.md §2.1). The matrices the kernels
+// read in place (embedding, attention projections, router, lm_head) must be BF16 as described.
+// Vectors (norms, biases, sinks), widened to float32 at load, and dense experts, which `quantize`
+// reads, accept BF16, F16 and F32: all convert exactly to float32.
 bool DTypeFits(const TensorSpec& spec, DType stored);
 
 // Compares stored tensors with the description. Problems are listed in description order

@@ -20,6 +20,11 @@ void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precisi
                   "(per-row scales, made at load; needs --precision fast)")
       ->capture_default_str()
       ->check(CLI::IsMember({"bf16", "int8"}));
+  cmd->add_option("--exact-layers", args.exact_layers,
+                  "with --precision fast: run the first N layers as exact (float32 activations, BF16 "
+                  "attention and router); less error for a little speed, see docs/ACCURACY.md")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--tp", args.tp,
                   "tensor-parallel degree: split heads, experts and lm_head over the ranks of an MPI job "
                   "(mpirun -np P tessera ... --tp P, ranks on one or several hosts)")
@@ -37,6 +42,7 @@ ModelOptions ToModelOptions(const ModelArgs& args) {
   ModelOptions o;
   o.precision = args.precision == "exact" ? Precision::kExact : Precision::kFast;
   o.dense = args.dense == "int8" ? DenseWeights::kInt8 : DenseWeights::kBf16;
+  o.exact_layers = args.exact_layers;
   o.tp_experts = args.tp_experts == "expert" ? TpExperts::kExpert : TpExperts::kTensor;
   o.tp = MakeTensorParallelGroup(args.tp);
   if (o.tp && o.tp->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) {

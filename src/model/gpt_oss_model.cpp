@@ -37,7 +37,8 @@ struct GptOssModel::DenseMatrix {
 };
 
 // MXFP4 expert weights of one projection for all E experts: the checkpoint's blocks/scales in
-// place (exact path), or the q8 layout (fast path), expert e's matrix at e * (bytes per expert).
+// place (exact path, and the fast path's exact layers), or the q8 layout (fast path), expert e's
+// matrix at e * (bytes per expert).
 struct ExpertMatrices {
   const uint8_t* codes = nullptr;   // exact: [E, n, k/32, 16]; fast: E x Q8Mxfp4CodeBytes(n, k)
   const uint8_t* scales = nullptr;  // exact: [E, n, k/32];     fast: E x Q8Mxfp4ScaleBytes(n, k)
@@ -152,6 +153,10 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
   model->options_ = options;
   if (options.dense == DenseWeights::kInt8 && options.precision != Precision::kFast) {
     Fail("int8 dense weights need the fast precision (int8 activations); the exact path reads BF16");
+  }
+  if (options.exact_layers < 0 || options.exact_layers > c.num_hidden_layers) {
+    Fail(config_path, ": exact layers ", options.exact_layers, " must lie in [0, ", c.num_hidden_layers,
+         "] (the model's layers)");
   }
   // This rank's shard (model/tensor_parallel.h), checked before anything is read.
   const int64_t Nq = c.num_attention_heads, Nkv = c.num_key_value_heads, E = c.num_local_experts;
@@ -323,7 +328,8 @@ void GptOssModel::LoadFastWeights() {
       if (b >= 0) Fail(path_, ": tensor '", name, "' row ", b, " holds NaN or inf; it cannot be quantized to int8");
     }
   };
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+  // The first exact_layers layers keep their weights as stored and run the exact kernels.
+  for (int64_t l = options_.exact_layers; l < c.num_hidden_layers; ++l) {
     Layer& L = layers_[l];
     const std::string p = StrCat("model.layers.", l, ".");
     repack(L.gate_up, p + "mlp.experts.gate_up_proj");
@@ -529,13 +535,20 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
   const int64_t S = T * K;  // (token, slot) pairs
   const float limit = static_cast<float>(c.swiglu_limit);
   constexpr float kAlpha = 1.702f;
-  const bool fast = options_.precision == Precision::kFast;
+  // Each expert projection runs the kernels of the layout it is held in: q8 (repacked at load,
+  // int8 activations) or the checkpoint's MXFP4 (exact, float32 activations).
+  const bool q8_gate_up = L.gate_up.q8_codes.size() != 0, q8_down = L.down.q8_codes.size() != 0;
 
   // Router: top-k of the biased logits (descending, lower id first on ties as torch.topk on
   // CPU), then softmax over those k only (gpt-oss.md §3.5.1).
-  Q8Activations hq;  // h quantized once for the router (int8) and the experts (fast)
+  Q8Activations hq;  // h quantized once for the router (int8) and the experts (q8)
   std::vector<float> router(T * E);
   Dense(L.router, h, T, hq, L.router_b.data(), router.data());
+  if (options_.record_router_logits) {
+    // Layers run in order 0 .. L-1 within one Forward, so layer 0 starts the call's record.
+    if (layer == 0) router_logits_.assign(c.num_hidden_layers * T * E, 0.0f);
+    std::copy(router.begin(), router.end(), router_logits_.begin() + layer * T * E);
+  }
   std::vector<int32_t> chosen(S);
   std::vector<float> weight(S);
   std::vector<int32_t> order(E);
@@ -581,10 +594,10 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
     return;
   }
 
-  // Expert inputs in sorted order: f32 rows (exact) or q8 rows (fast, h quantized once).
+  // Expert inputs in sorted order: f32 rows (exact) or q8 rows (q8 layout, h quantized once).
   std::vector<float> xs;
   Q8Activations xq;
-  if (fast) {
+  if (q8_gate_up) {
     if (hq.k == 0) QuantizeQ8(h, T, H, H, hq);
     const size_t nb = H / kQ8Block;
     xq.m = rows;
@@ -617,7 +630,7 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
       const uint8_t* scales = w.scales + ch.expert * w.scale_stride();
       const float* b = &bias[ch.expert * w.n];
       float* yr = y + row * w.n;
-      if (fast) {
+      if (w.q8_codes.size() != 0) {
         const size_t nb = w.k / kQ8Block;
         const Q8Rows xr{&q.q[row * w.k], &q.d[row * nb], &q.sum[row * nb]};
         kt.matmul_q8_mxfp4(xr, m, w.k, codes, scales, ch.begin, ch.end, b, yr, w.n);
@@ -650,7 +663,7 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
       }
     });
     Q8Activations actq;
-    if (fast) QuantizeQ8(act.data(), rows, I, I, actq);
+    if (q8_down) QuantizeQ8(act.data(), rows, I, I, actq);
     grouped(L.down, L.down_bias, act.data(), actq, ys.data());
   }
 

@@ -34,7 +34,8 @@ enum class LogitsMode { kNone, kLast, kAll };
 // kExact: float32 activations through the exact kernels (kernels.h matmul_bf16 / matmul_mxfp4),
 // weights used in place from the mapped checkpoint: the path the golden tests hold to the
 // reference. kFast: the MXFP4 experts are repacked at load into the q8 layout and multiplied
-// against int8 activations (kernels/q8.h); accuracy cost in docs/ACCURACY.md.
+// against int8 activations (kernels/q8.h), except in the first ModelOptions::exact_layers
+// layers; accuracy cost in docs/ACCURACY.md.
 enum class Precision { kExact, kFast };
 // Attention projections, router and lm_head: kBf16 as stored, or kInt8 (per-row scales,
 // quantized at load; kFast only). The embedding table stays BF16 (it is read a row at a time).
@@ -55,6 +56,15 @@ struct ModelOptions {
   // tp->size() and loads only its shard; nullptr = the whole model in this process.
   std::shared_ptr<TensorParallelGroup> tp = nullptr;
   TpExperts tp_experts = TpExperts::kTensor;
+  // kFast only: the first `exact_layers` layers run as on the exact path (float32 activations,
+  // BF16 attention and router, MXFP4 experts decoded exactly; their weights stay as stored), the
+  // rest as fast. Quantization noise injected in the first layers passes through every later
+  // one, so on checkpoints that amplify perturbations it costs the most (docs/ACCURACY.md);
+  // lm_head follows `dense` regardless.
+  int64_t exact_layers = 0;
+  // Keep every layer's router logits of the last Forward (last_forward_router_logits), for the
+  // accuracy diagnostics of tests/gpt_oss_accuracy_sweep_test.cpp; off, nothing is kept.
+  bool record_router_logits = false;
 };
 
 class GptOssModel {
@@ -87,6 +97,9 @@ class GptOssModel {
   // Distinct experts (this rank's) the last Forward ran per layer, averaged over the layers: the
   // expert weights it streamed, which the speculative-decoding cost model compares with.
   double last_forward_experts_per_layer() const { return last_experts_per_layer_; }
+  // With ModelOptions::record_router_logits: the biased router logits the last Forward chose
+  // its experts from, [layers, T, experts] row-major (T = tokens of that call); empty otherwise.
+  const std::vector<float>& last_forward_router_logits() const { return router_logits_; }
 
   // Runs `tokens` at positions [start, start + T) against `cache`, which must hold at least
   // `start` positions; positions >= start already in the cache are dropped first (roll back).
@@ -140,6 +153,7 @@ class GptOssModel {
   // Statistics of the last Forward (Forward is not called concurrently on one model).
   mutable int64_t experts_run_ = 0;
   mutable double last_experts_per_layer_ = 0.0;
+  mutable std::vector<float> router_logits_;  // [layers, T, E] when options_.record_router_logits
   GenerationConfig generation_config_;
   WeightStore store_;
   Rope rope_;

@@ -5,8 +5,11 @@
 // forced over prompt + golden greedy tokens: max |logit - ref| / max |ref|, the mean KL(ref || fast)
 // of the next-token distributions, top-1 agreement; and free-running greedy decoding of 32 tokens
 // from the prompt: how many match the golden continuation. The bounds asserted here are the ones
-// docs/ACCURACY.md documents (measured values with margin); the exact path is held to 1e-4 by
-// gpt_oss_golden_test.cpp.
+// docs/ACCURACY.md documents: the largest of the three models' measured values x 1.25 (relative
+// error) or x 1.5 (KL), the same rule as the accuracy sweep. They hold for these three
+// checkpoints only; the distributions over 72 other tiny checkpoints of two weight-statistics
+// families, and their bounds, are in gpt_oss_accuracy_sweep_test.cpp. The exact path is held to
+// 1e-4 by gpt_oss_golden_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -111,12 +114,13 @@ TEST_P(GptOssFidelity, FastPathStaysWithinDocumentedBounds) {
   RecordProperty("mean_kl", std::to_string(kl));
   RecordProperty("greedy_prefix", std::to_string(prefix));
 
-  // docs/ACCURACY.md bounds for the tiny golden models (measured values with margin). Greedy
-  // decoding may only leave the golden path where the golden's own margin is within the logit
-  // error just measured, i.e. at a near-tie.
+  // docs/ACCURACY.md bounds for the tiny golden models: measured maxima over the three (bf16:
+  // 0.022, 7.7e-6; int8: 0.033, 1.15e-4) x 1.25 / x 1.5; top-1 measured minima 1.000 and 0.972.
+  // Greedy decoding may only leave the golden path where the golden's own margin is within the
+  // logit error just measured, i.e. at a near-tie.
   const bool int8 = fc.dense == DenseWeights::kInt8;
-  EXPECT_LE(rel, int8 ? 0.05 : 0.03);
-  EXPECT_LE(kl, int8 ? 3e-4 : 3e-5);
+  EXPECT_LE(rel, int8 ? 0.042 : 0.028);
+  EXPECT_LE(kl, int8 ? 1.8e-4 : 1.2e-5);
   EXPECT_GE(agree, int8 ? 0.95 : 0.99);
   if (!int8) {
     EXPECT_EQ(prefix, N);

@@ -24,7 +24,7 @@ void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precisi
                   "with --precision fast: run the first N layers as exact (float32 activations, BF16 "
                   "attention and router); less error for a little speed, see docs/ACCURACY.md")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--tp", args.tp,
                   "tensor-parallel degree: split heads, experts and lm_head over the ranks of an MPI job "
                   "(mpirun -np P tessera ... --tp P, ranks on one or several hosts)")

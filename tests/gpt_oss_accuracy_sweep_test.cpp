@@ -133,7 +133,8 @@ void RescaleToGoldenStatistics(const std::string& dir) {
     io.seekg(static_cast<std::streamoff>(e.offset));
     io.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(e.bytes));
     if (e.dtype == DType::kU8) {
-      for (uint8_t& b : bytes) b = static_cast<uint8_t>(b + e.scale_shift);  // synth bytes are >= 2
+      // The sweep's scale bytes are 120..123 (synth.h: centre 121 or 122, +- 1): no wrap-around.
+      for (uint8_t& b : bytes) b = static_cast<uint8_t>(b + e.scale_shift);
     } else {
       ASSERT_EQ(e.dtype, DType::kBF16);
       for (size_t i = 0; i < bytes.size(); i += 2) {
@@ -415,7 +416,9 @@ void RunSweep(Family family, std::span<const Variant> variants, bool check_exact
       synth.config_json = SweepConfig(s);
       synth.seed = seed * 1000 + static_cast<uint64_t>(index);  // every checkpoint its own weights
       WriteSyntheticModel(dir, synth);
-      if (family == Family::kGoldenLike) RescaleToGoldenStatistics(dir);
+      if (family == Family::kGoldenLike) {
+        ASSERT_NO_FATAL_FAILURE(RescaleToGoldenStatistics(dir));
+      }
 
       std::mt19937_64 rng(synth.seed);
       std::uniform_int_distribution<int32_t> id(0, kVocab - 1);

@@ -105,8 +105,11 @@ TEST_F(KvCacheTransactions, FailedForwardLeavesOnlyIntactPositions) {
                   .find("fail point"),
               std::string::npos);
     const int64_t kept = cache.length();
-    if (batch == 3) EXPECT_EQ(kept, 30);
-    if (batch == 80) EXPECT_LT(kept, 30);  // the rings lost what position 30 needs
+    if (batch == 3) {
+      EXPECT_EQ(kept, 30);
+    } else {
+      EXPECT_LT(kept, 30);  // the rings lost what position 30 needs
+    }
     model->Forward(all.subspan(kept), kept, cache, LogitsMode::kAll, got);
     ASSERT_EQ(got.size(), static_cast<size_t>((N - kept) * V));
     EXPECT_EQ(0, std::memcmp(got.data(), &want[kept * V], got.size() * sizeof(float)));

@@ -348,6 +348,25 @@ TEST_F(QuantizeCheckpointTest, CommandLine) {
   EXPECT_EQ(ReadFile(root_ + "/cli/config.json"), ReadFile(root_ + "/lib/config.json"));
 }
 
+// `inspect` of the dense-expert input says what loading says: every tensor matches, and the
+// experts must be quantized first (one line, exit 2, after the report); the output inspects ok.
+TEST_F(QuantizeCheckpointTest, InspectAgreesWithLoadOnDenseExperts) {
+  const std::string dense = root_ + "/dense";
+  WriteDenseTinyA(dense, DType::kBF16);
+  const std::string load_error = ErrorOf([&] { GptOssModel::Load(dense); });
+  EXPECT_NE(load_error.find("tessera quantize --to mxfp4"), std::string::npos) << load_error;
+  const std::string cmd = std::string(TESSERA_CLI_PATH) + " inspect -m " + dense + " > " + root_ + "/report 2> " +
+                          root_ + "/err";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_EQ(ReadFile(root_ + "/err"), "tessera: error: " + load_error + "\n");
+  EXPECT_NE(ReadFile(root_ + "/report").find("cannot be loaded as it is"), std::string::npos);
+  QuantizeCheckpoint(dense, root_ + "/mxfp4");
+  const std::string ok = std::string(TESSERA_CLI_PATH) + " inspect -m " + root_ + "/mxfp4 > /dev/null";
+  EXPECT_EQ(std::system(ok.c_str()), 0);
+}
+
 // Interrupted (issue 13 point 7): SIGINT partway through writing the shard (raised by the fail
 // point after the 5th tensor) ends the process by that signal and leaves no temporary file and no
 // config.json (the mark of a complete directory); a leftover NAME.tmp from a writer killed

@@ -144,6 +144,8 @@ void RunInspect(const InspectArgs& args) {
   std::vector<TensorSpec> specs;
   const bool described = config && config->model_type == "gpt_oss";
   if (described) specs = GptOssTensorSpecs(*config, config_path);
+  // What loading would refuse although every tensor matches (the same rule as GptOssModel::Load).
+  const std::string blocker = described ? GptOssLoadBlocker(*config, config_path) : std::string();
   std::unordered_map<std::string, const TensorSpec*> spec_by_name;
   for (const TensorSpec& s : specs) spec_by_name.emplace(s.name, &s);
 
@@ -222,7 +224,9 @@ void RunInspect(const InspectArgs& args) {
     out["tensors"] = jgroups;
     nlohmann::json jproblems = nlohmann::json::array();
     for (const TensorProblem& p : problems) jproblems.push_back(p.ToString());
-    out["validation"] = {{"checked", described}, {"problems", jproblems}};
+    out["validation"] = {{"checked", described},
+                         {"problems", jproblems},
+                         {"loadable", described && problems.empty() && blocker.empty()}};
     std::printf("%s\n", out.dump(2).c_str());
   } else {
     std::printf("model: %s\n", path.c_str());
@@ -293,6 +297,9 @@ void RunInspect(const InspectArgs& args) {
       std::printf("validation: skipped (%s)\n",
                   config ? StrCat("no tensor description for model_type ", config->model_type).c_str()
                          : "no config.json");
+    } else if (problems.empty() && !blocker.empty()) {
+      std::printf("validation: %zu tensors match the gpt-oss description, but it cannot be loaded as it is: %s\n",
+                  specs.size(), blocker.c_str());
     } else if (problems.empty()) {
       std::printf("validation: ok (%zu tensors match the gpt-oss description)\n", specs.size());
     } else {
@@ -302,6 +309,7 @@ void RunInspect(const InspectArgs& args) {
   }
   std::fflush(stdout);
   RequireNoProblems(problems, path);
+  if (!blocker.empty()) Fail(blocker);
 }
 
 }  // namespace

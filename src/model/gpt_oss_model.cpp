@@ -135,10 +135,7 @@ std::unique_ptr<GptOssModel> GptOssModel::Load(const std::string& path, const Mo
   const std::string config_path = dir + "/config.json";
   ValidateModelConfig(model->config_, config_path);
   const ModelConfig& c = model->config_;
-  if (GptOssExpertFormat(c, config_path) != ExpertFormat::kMxfp4) {
-    Fail(config_path, ": unquantized (dense BF16) experts are not supported by this engine yet; "
-         "use the MXFP4 checkpoint");
-  }
+  if (const std::string blocker = GptOssLoadBlocker(c, config_path); !blocker.empty()) Fail(blocker);
   model->generation_config_ = LoadGenerationConfig(dir);
   model->store_ = WeightStore::Open(path);
   const WeightStore& store = model->store_;

@@ -51,6 +51,12 @@ ExpertFormat GptOssExpertFormat(const ModelConfig& config, const std::string& so
        "' is not supported for gpt_oss (expected mxfp4 or no quantization_config)");
 }
 
+std::string GptOssLoadBlocker(const ModelConfig& config, const std::string& source) {
+  if (GptOssExpertFormat(config, source) == ExpertFormat::kMxfp4) return "";
+  return StrCat(source, ": unquantized (dense) experts are not supported by this engine yet; convert them with "
+                "`tessera quantize --to mxfp4` or use the MXFP4 checkpoint");
+}
+
 namespace {
 
 // Largest dimension accepted from a config: keeps every element count far from overflow.

@@ -90,6 +90,11 @@ enum class ExpertFormat { kMxfp4, kDense };
 // tessera::Error naming `source`.
 ExpertFormat GptOssExpertFormat(const ModelConfig& config, const std::string& source = "config.json");
 
+// Why GptOssModel::Load cannot run a checkpoint of `config` whose tensors all match the
+// description (unquantized experts, which `tessera quantize --to mxfp4` converts), or "" when it
+// can. `inspect` reports the same reason, so the two never disagree.
+std::string GptOssLoadBlocker(const ModelConfig& config, const std::string& source = "config.json");
+
 // Every tensor of a gpt-oss checkpoint for `config`: model.embed_tokens, the layers in index
 // order (per-layer order as in the header comment), model.norm, lm_head. Throws tessera::Error
 // naming `source` when the config cannot describe a gpt-oss model (wrong model_type, a

@@ -305,6 +305,15 @@ void RunChat(const RunArgs& a) {
     history.push_back(Message::User(line));
     const std::vector<int32_t> prompt = s.harmony->RenderForCompletion(history);
     StopCondition stop = MakeStop(s, a.n_predict);
+    // A conversation that has outgrown the context ends the turn, not the session (every rank
+    // decides the same from the same history).
+    try {
+      s.generator->RequireFits(static_cast<int64_t>(prompt.size()), stop.max_new_tokens());
+    } catch (const Error& e) {
+      if (prints) std::fprintf(stderr, "tessera: error: %s; /reset starts a new conversation\n", e.what());
+      history.pop_back();
+      continue;
+    }
     HarmonyParser parser(*s.harmony);
     std::string final_text;
     bool in_analysis = false;

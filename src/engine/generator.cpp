@@ -30,6 +30,15 @@ void Generator::Forward(std::span<const int32_t> tokens, int64_t start, LogitsMo
   }
 }
 
+void Generator::RequireFits(int64_t prompt_tokens, int64_t max_new_tokens) const {
+  // The last generated token is never fed back, hence context + 1.
+  if (prompt_tokens > cache_.context() || (max_new_tokens >= 0 && prompt_tokens + max_new_tokens > cache_.context() + 1)) {
+    Fail("prompt of ", prompt_tokens, " tokens",
+         max_new_tokens >= 0 ? StrCat(" plus ", max_new_tokens, " new tokens") : std::string(),
+         " exceeds the context size ", cache_.context(), " (raise it with -c)");
+  }
+}
+
 void Generator::Reset() {
   cache_.Truncate(0);
   cached_.clear();
@@ -40,10 +49,7 @@ GenerationResult Generator::Generate(std::span<const int32_t> prompt, Sampler& s
   const int64_t P = static_cast<int64_t>(prompt.size());
   if (P == 0) Fail("the prompt is empty");
   const int64_t limit = stop.max_new_tokens();
-  if (P > cache_.context() || (limit >= 0 && P + limit > cache_.context() + 1)) {
-    Fail("prompt of ", P, " tokens", limit >= 0 ? StrCat(" plus ", limit, " new tokens") : std::string(),
-         " exceeds the context size ", cache_.context(), " (raise it with -c)");
-  }
+  RequireFits(P, limit);
   const bool speculate = spec.method != SpecMethod::kNone;
   TensorParallelGroup* tp = model_.options().tp && model_.options().tp->size() > 1 ? model_.options().tp.get() : nullptr;
   if (speculate) {

@@ -56,6 +56,10 @@ class Generator {
   GenerationResult Generate(std::span<const int32_t> prompt, Sampler& sampler, StopCondition& stop,
                             const std::function<bool(int32_t)>& on_token = {}, const SpecOptions& spec = {});
 
+  // Throws Generate's one-line error when a prompt of `prompt_tokens` plus `max_new_tokens`
+  // (negative: no limit) cannot fit the context; Generate checks this first.
+  void RequireFits(int64_t prompt_tokens, int64_t max_new_tokens) const;
+
   // The tokens whose keys and values the cache holds (prompt and generated tokens so far).
   const std::vector<int32_t>& cached_tokens() const { return cached_; }
   int64_t context() const { return cache_.context(); }

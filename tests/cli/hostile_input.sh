@@ -64,6 +64,12 @@ run_err "prompt beyond -c" "exceeds the context size 64" "${T[@]}" "$BIN" genera
 grep -qE "prompt of [0-9]+ tokens" "$WORK/err" || fail "prompt beyond -c: the prompt's length is not named: $(cat "$WORK/err")"
 run_err "prompt + n beyond -c" "plus 100 new tokens exceeds the context size 64" \
   "${T[@]}" "$BIN" generate -m "$M" --raw -p "hello" -c 64 -n 100
+# chat: a conversation that outgrows the context ends that turn with the error, not the session.
+turns=$'hello there my friend how are you\nand another long line to overflow the context size here\n/reset\nhi\n'
+run_ok "chat beyond -c" "${T[@]}" "$BIN" chat -m "$M" -c 80 -n 8 --temp 0 <<<"$turns"
+grep -q "exceeds the context size 80 (raise it with -c); /reset starts a new conversation" "$WORK/err" \
+  || fail "chat beyond -c: no error for the overflowing turn: $(cat "$WORK/err")"
+[ "$(grep -c '' "$WORK/out")" -ge 2 ] || fail "chat beyond -c: the turn after /reset did not run: $(cat "$WORK/out")"
 # A large context the sequence does not use costs nothing: -c 131072 (12 GiB of f32 rows for a
 # gpt-oss-20b-sized cache; here 4 layers) starts at once.
 run_ok "large unused context" "${T[@]}" "$BIN" generate -m "$M" --raw -p "hello" -c 131072 -n 2 --kv-type f32

@@ -12,6 +12,7 @@ void RegisterInspect(CLI::App& app);
 void RegisterSynth(CLI::App& app);
 void RegisterQuantize(CLI::App& app);
 void RegisterLogits(CLI::App& app);
+void RegisterPerplexity(CLI::App& app);
 void RegisterBench(CLI::App& app);
 void RegisterGenerate(CLI::App& app);  // generate and chat
 

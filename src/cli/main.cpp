@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterSynth(app);
   tessera::cli::RegisterQuantize(app);
   tessera::cli::RegisterLogits(app);
+  tessera::cli::RegisterPerplexity(app);
   tessera::cli::RegisterGenerate(app);
   tessera::cli::RegisterBench(app);
 

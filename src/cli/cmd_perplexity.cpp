@@ -1,0 +1,96 @@
+// `tessera perplexity -m DIR -f FILE [-c CTX] [--stride S] [--json]`: perplexity of a text file in
+// fixed-length windows (engine/perplexity.h, transformers' strided method; llama.cpp's
+// llama-perplexity reports the same quantities). The file is tokenized as it is (no chat
+// rendering, no BOS). Progress on stderr, one line per window; the result on stdout.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "engine/perplexity.h"
+#include "model/gpt_oss_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera::cli {
+namespace {
+
+struct PerplexityArgs {
+  std::string model;
+  std::string file;
+  int64_t context = 512;
+  int64_t stride = 0;
+  std::string kv_type = "f32";
+  bool json = false;
+  ModelArgs model_args;
+};
+
+void RunPerplexity(const PerplexityArgs& a) {
+  // Everything that can be checked before the (slow) load is.
+  if (a.context < 2) Fail("perplexity: -c ", a.context, " must be at least 2");
+  if (a.stride > a.context) Fail("perplexity: --stride ", a.stride, " exceeds the window length ", a.context);
+  const std::string text = ReadFile(a.file);
+  const ModelOptions options = ToModelOptions(a.model_args);
+  const auto model = GptOssModel::Load(a.model, options);
+  const Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
+  const std::vector<int32_t> tokens = tokenizer.Encode(text);
+  if (tokens.size() < 2) Fail(a.file, ": ", tokens.size(), " token(s); perplexity needs at least 2");
+  const bool prints = PrintsForTheJob(options);
+  PerplexityOptions po{.context = a.context, .stride = a.stride, .kv_type = ParseKvType(a.kv_type)};
+  const PerplexityResult r = EvaluatePerplexity(*model, tokens, po, [&](int64_t done, int64_t total,
+                                                                          const PerplexityResult& so_far) {
+    if (!prints) return;
+    std::fprintf(stderr, "[%lld/%lld] %lld tokens scored, ppl %.4f +/- %.4f, %.1f tokens/s\n",
+                 static_cast<long long>(done), static_cast<long long>(total), static_cast<long long>(so_far.scored),
+                 so_far.perplexity(), so_far.perplexity_stderr(),
+                 so_far.seconds > 0 ? so_far.scored / so_far.seconds : 0.0);
+  });
+  const double tok_s = r.seconds > 0 ? static_cast<double>(r.scored) / r.seconds : 0.0;
+  if (!prints) return;
+  if (a.json) {
+    const nlohmann::json out = {{"file", a.file},
+                                {"tokens", r.tokens},
+                                {"scored", r.scored},
+                                {"windows", r.windows},
+                                {"context", a.context},
+                                {"stride", a.stride == 0 ? a.context : a.stride},
+                                {"mean_nll", r.mean_nll},
+                                {"nll_stderr", r.nll_stderr},
+                                {"perplexity", r.perplexity()},
+                                {"perplexity_stderr", r.perplexity_stderr()},
+                                {"seconds", r.seconds},
+                                {"tokens_per_second", tok_s}};
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  std::printf("perplexity: %.4f +/- %.4f (mean NLL %.6f +/- %.6f nats) over %lld tokens of %lld, %lld windows of "
+              "%lld, %.1f tokens/s\n",
+              r.perplexity(), r.perplexity_stderr(), r.mean_nll, r.nll_stderr, static_cast<long long>(r.scored),
+              static_cast<long long>(r.tokens), static_cast<long long>(r.windows), static_cast<long long>(a.context),
+              tok_s);
+}
+
+}  // namespace
+
+void RegisterPerplexity(CLI::App& app) {
+  auto args = std::make_shared<PerplexityArgs>();
+  auto* cmd = app.add_subcommand("perplexity", "perplexity of a text file, in fixed-length windows");
+  cmd->add_option("-m,--model", args->model, "Hugging Face gpt-oss directory")->required();
+  cmd->add_option("-f,--file", args->file, "text file to evaluate (tokenized as it is)")->required();
+  cmd->add_option("-c,--ctx-size", args->context, "window length in tokens")->capture_default_str();
+  cmd->add_option("--stride", args->stride,
+                  "tokens between window starts (default: the window length, disjoint windows); each window scores "
+                  "only the tokens the previous one did not")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32 (default) or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_flag("--json", args->json, "print the result as one JSON object");
+  AddModelOptions(cmd, args->model_args, "fast");
+  cmd->callback([args] { RunPerplexity(*args); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,71 @@
+#include "engine/perplexity.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tessera {
+
+double PerplexityResult::perplexity() const { return std::exp(mean_nll); }
+
+double PerplexityResult::perplexity_stderr() const { return perplexity() * nll_stderr; }
+
+double TokenNll(std::span<const float> logits, int32_t target) {
+  double max = -INFINITY;
+  for (const float v : logits) max = std::max(max, static_cast<double>(v));
+  double sum = 0.0;
+  for (const float v : logits) sum += std::exp(static_cast<double>(v) - max);
+  return max + std::log(sum) - static_cast<double>(logits[static_cast<size_t>(target)]);
+}
+
+PerplexityResult EvaluatePerplexity(const GptOssModel& model, std::span<const int32_t> tokens,
+                                    const PerplexityOptions& options,
+                                    const std::function<void(int64_t, int64_t, const PerplexityResult&)>& on_window) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t max_positions = model.config().max_position_embeddings;
+  const int64_t context = options.context;
+  const int64_t stride = options.stride == 0 ? context : options.stride;
+  if (n < 2) Fail("perplexity needs at least 2 tokens (got ", n, ")");
+  if (context < 2 || (max_positions > 0 && context > max_positions)) {
+    Fail("perplexity: context ", context, " must lie in [2, ", max_positions, "] (max_position_embeddings)");
+  }
+  if (stride < 1 || stride > context) Fail("perplexity: stride ", stride, " must lie in [1, ", context, "]");
+  // Windows start at 0, stride, ... until one reaches the end.
+  const int64_t windows = n <= context ? 1 : 1 + (n - context + stride - 1) / stride;
+
+  PerplexityResult result;
+  result.tokens = n;
+  const int64_t V = model.vocab_size();
+  KvCache cache(model.cache_config(), std::min(context, n), options.kv_type);
+  std::vector<float> logits;
+  // Welford's running mean and sum of squared deviations of the NLLs.
+  double mean = 0.0, m2 = 0.0;
+  int64_t scored_end = 1;  // tokens [1, scored_end) are scored
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t w = 0; w < windows; ++w) {
+    const int64_t begin = w * stride, end = std::min(begin + context, n);
+    const int64_t first = std::max(scored_end, begin + 1);  // first token this window scores
+    model.Forward(tokens.subspan(begin, end - begin), 0, cache, LogitsMode::kAll, logits);
+    for (int64_t t = first; t < end; ++t) {
+      const int64_t row = t - 1 - begin;  // the position that predicts token t
+      const double nll = TokenNll(std::span<const float>(logits).subspan(row * V, V), tokens[t]);
+      ++result.scored;
+      const double delta = nll - mean;
+      mean += delta / static_cast<double>(result.scored);
+      m2 += delta * (nll - mean);
+    }
+    scored_end = std::max(scored_end, end);
+    result.windows = w + 1;
+    result.mean_nll = mean;
+    result.nll_stderr =
+        result.scored > 1 ? std::sqrt(m2 / static_cast<double>(result.scored - 1) / static_cast<double>(result.scored)) : 0.0;
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (on_window) on_window(w + 1, windows, result);
+  }
+  return result;
+}
+
+}  // namespace tessera

@@ -442,7 +442,7 @@ void GptOssModel::ProjectQkv(const Layer& L, const float* h, int64_t T, float* q
 }
 
 void GptOssModel::Attention(int layer, float* q, float* k, const float* v, int64_t T, int64_t start,
-                            KvCache& cache, const std::vector<float>& rope_cs, float* out) const {
+                            KvCache& cache, const float* rope_cs, float* out) const {
   const ModelConfig& c = config_;
   const Layer& L = layers_[layer];
   // This rank's heads (all of them without tensor parallelism); local query head i reads local
@@ -450,8 +450,8 @@ void GptOssModel::Attention(int layer, float* q, float* k, const float* v, int64
   const int64_t D = c.head_dim, Nq = nq_, Nkv = nkv_;
   const int64_t group = Nq / Nkv;
   const int64_t cs_stride = 2 * rope_.half();
-  rope_.Apply(q, T, Nq, Nq * D, D, rope_cs.data(), cs_stride);
-  rope_.Apply(k, T, Nkv, Nkv * D, D, rope_cs.data(), cs_stride);
+  rope_.Apply(q, T, Nq, Nq * D, D, rope_cs, cs_stride);
+  rope_.Apply(k, T, Nkv, Nkv * D, D, rope_cs, cs_stride);
 
   auto run = [&](auto elem_tag) {
     using Elem = decltype(elem_tag);
@@ -680,84 +680,146 @@ void GptOssModel::Moe(int layer, const float* h, int64_t T, float* out) const {
 
 void GptOssModel::Forward(std::span<const int32_t> tokens, int64_t start, KvCache& cache, LogitsMode mode,
                           std::vector<float>& logits) const {
+  const ForwardSequence one{tokens, start, &cache, mode, &logits};
+  ForwardBatch(std::span<const ForwardSequence>(&one, 1));
+}
+
+void GptOssModel::ForwardBatch(std::span<const ForwardSequence> batch) const {
   const ModelConfig& c = config_;
-  const int64_t T = static_cast<int64_t>(tokens.size());
-  if (start < 0 || start > cache.length()) {
-    Fail("forward at position ", start, " but the KV cache holds ", cache.length(), " positions");
+  // Every sequence is checked before anything changes.
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ForwardSequence& s = batch[i];
+    TESSERA_CHECK(s.cache != nullptr && s.logits != nullptr);
+    const int64_t T = static_cast<int64_t>(s.tokens.size());
+    if (s.start < 0 || s.start > s.cache->length()) {
+      Fail("forward at position ", s.start, " but the KV cache holds ", s.cache->length(), " positions");
+    }
+    if (s.start + T > s.cache->context()) {
+      Fail("sequence of ", s.start + T, " tokens exceeds the context size ", s.cache->context(),
+           " (raise it with -c, up to max_position_embeddings ", c.max_position_embeddings, ")");
+    }
+    for (int32_t id : s.tokens) {
+      if (id < 0 || id >= c.vocab_size) Fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (batch[j].cache == s.cache) Fail("a batched forward got the same KV cache for sequences ", j, " and ", i);
+    }
   }
-  if (start + T > cache.context()) {
-    Fail("sequence of ", start + T, " tokens exceeds the context size ", cache.context(),
-         " (raise it with -c, up to max_position_embeddings ", c.max_position_embeddings, ")");
+  std::vector<SequenceRows> rows_of;
+  int64_t T = 0;
+  for (const ForwardSequence& s : batch) {
+    if (s.start < s.cache->length()) s.cache->Truncate(s.start);
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    if (n == 0) {
+      s.logits->clear();
+      continue;
+    }
+    rows_of.push_back({T, n, s.start, s.cache});
+    T += n;
   }
-  for (int32_t id : tokens) {
-    if (id < 0 || id >= c.vocab_size) Fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
-  }
-  if (start < cache.length()) cache.Truncate(start);
-  if (T == 0) {
-    logits.clear();
-    return;
-  }
+  if (T == 0) return;
   const int64_t H = c.hidden_size, V = c.vocab_size, P = tp_size_;
   const KernelTable& kt = ActiveKernels();
   TensorParallelGroup* tp = options_.tp.get();
-  // Prefill of a batch the ranks can split evenly runs sequence-parallel (each rank keeps T / P
-  // token rows of the residual stream between the fused collectives); decode and uneven batches
-  // keep every row on every rank.
-  const bool sp = P > 1 && T % P == 0 && T >= 2 * P;
+  // Prefill of one sequence the ranks can split evenly runs sequence-parallel (each rank keeps
+  // T / P token rows of the residual stream between the fused collectives); decode, uneven and
+  // batched calls keep every row on every rank.
+  const bool sp = P > 1 && rows_of.size() == 1 && T % P == 0 && T >= 2 * P;
   const int64_t row0 = sp ? tp_rank_ * (T / P) : 0, own = sp ? T / P : T;
 
+  // The batch's token ids in row order (sequences without tokens contribute none).
+  std::vector<int32_t> ids;
+  ids.reserve(T);
+  for (const ForwardSequence& s : batch) ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
   std::vector<float> x(T * H);
   for (int64_t t = 0; t < own; ++t) {
-    kt.convert_bf16_f32(embed_ + static_cast<int64_t>(tokens[row0 + t]) * H, &x[t * H], H);
+    kt.convert_bf16_f32(embed_ + static_cast<int64_t>(ids[row0 + t]) * H, &x[t * H], H);
   }
-  // cos/sin rows [T, 2 * half] for positions [start, start + T), shared by every layer.
-  std::vector<float> rope_cs(T * 2 * rope_.half());
-  rope_.CosSin(rope_.Frequencies(start + T), start, T, rope_cs.data(), 2 * rope_.half());
+  // cos/sin rows [T, 2 * half]: each sequence's rows at its positions, shared by every layer.
+  const int64_t cs_width = 2 * rope_.half();
+  std::vector<float> rope_cs(T * cs_width);
+  for (const SequenceRows& r : rows_of) {
+    rope_.CosSin(rope_.Frequencies(r.start + r.rows), r.start, r.rows, &rope_cs[r.row0 * cs_width], cs_width);
+  }
   experts_run_ = 0;
-  // The layers write the new positions' rows into the cache as they go (a sliding ring overwrites
-  // older positions' slots); only a complete pass commits them, and a failure partway (an MPI
-  // error, an allocation) tells the cache which rows may have been touched.
-  cache.BeginAppend(start, start + T);
+  // The layers write the new positions' rows into the caches as they go (a sliding ring
+  // overwrites older positions' slots); only a complete pass commits them, and a failure partway
+  // (an MPI error, an allocation) tells every cache which rows may have been touched.
+  for (const SequenceRows& r : rows_of) r.cache->BeginAppend(r.start, r.start + r.rows);
   try {
-    Layers(x.data(), T, start, cache, rope_cs, sp);
+    Layers(x.data(), T, rows_of, rope_cs.data(), sp);
   } catch (...) {
-    cache.AbortAppend(start, start + T);
+    for (const SequenceRows& r : rows_of) r.cache->AbortAppend(r.start, r.start + r.rows);
     throw;
   }
   last_experts_per_layer_ = static_cast<double>(experts_run_) / static_cast<double>(c.num_hidden_layers);
-  cache.Extend(start + T);
+  for (const SequenceRows& r : rows_of) r.cache->Extend(r.start + r.rows);
 
-  if (mode == LogitsMode::kNone) {
-    logits.clear();
-    return;
-  }
   if (sp) {
     std::vector<float> all(T * H);
     tp->AllGather(x.data(), own * H, all.data());
     x.swap(all);
   }
-  const int64_t rows = mode == LogitsMode::kAll ? T : 1;
-  std::vector<float> h(rows * H);
-  RmsNorm(&x[(T - rows) * H], final_norm_.data(), rows, H, c.rms_norm_eps, h.data());
-  logits.resize(rows * V);
+  // The rows whose logits are wanted, in batch order: one lm_head pass over all of them.
+  std::vector<int64_t> wanted;
+  {
+    size_t next = 0;
+    for (const ForwardSequence& s : batch) {
+      if (s.tokens.empty()) continue;
+      const SequenceRows& r = rows_of[next++];
+      if (s.mode == LogitsMode::kAll) {
+        for (int64_t t = 0; t < r.rows; ++t) wanted.push_back(r.row0 + t);
+      } else if (s.mode == LogitsMode::kLast) {
+        wanted.push_back(r.row0 + r.rows - 1);
+      } else {
+        s.logits->clear();
+      }
+    }
+  }
+  if (wanted.empty()) return;
+  const int64_t rows = static_cast<int64_t>(wanted.size());
+  // With one sequence wanting logits (every unbatched call) they are written in place.
+  const ForwardSequence* only = nullptr;
+  int wanting = 0;
+  for (const ForwardSequence& s : batch) {
+    if (!s.tokens.empty() && s.mode != LogitsMode::kNone) {
+      only = &s;
+      ++wanting;
+    }
+  }
+  std::vector<float> batched;
+  std::vector<float>& out = wanting == 1 ? *only->logits : batched;
+  out.resize(rows * V);
+  std::vector<float> picked(rows * H), h(rows * H);
+  for (int64_t i = 0; i < rows; ++i) std::memcpy(&picked[i * H], &x[wanted[i] * H], H * sizeof(float));
+  RmsNorm(picked.data(), final_norm_.data(), rows, H, c.rms_norm_eps, h.data());
   Q8Activations hq;
   if (nv_ == V) {
-    Dense(*lm_head_, h.data(), rows, hq, nullptr, logits.data());
-    return;
-  }
-  // Vocabulary-parallel lm_head: each rank has nv_ = V / P rows; gather [P][rows][nv_] and
-  // interleave into [rows][V].
-  std::vector<float> part(rows * nv_), gathered(P * rows * nv_);
-  Dense(*lm_head_, h.data(), rows, hq, nullptr, part.data());
-  tp->AllGather(part.data(), part.size(), gathered.data());
-  for (int64_t p = 0; p < P; ++p) {
-    for (int64_t t = 0; t < rows; ++t) {
-      std::memcpy(&logits[t * V + p * nv_], &gathered[(p * rows + t) * nv_], nv_ * sizeof(float));
+    Dense(*lm_head_, h.data(), rows, hq, nullptr, out.data());
+  } else {
+    // Vocabulary-parallel lm_head: each rank has nv_ = V / P rows; gather [P][rows][nv_] and
+    // interleave into [rows][V].
+    std::vector<float> part(rows * nv_), gathered(P * rows * nv_);
+    Dense(*lm_head_, h.data(), rows, hq, nullptr, part.data());
+    tp->AllGather(part.data(), part.size(), gathered.data());
+    for (int64_t p = 0; p < P; ++p) {
+      for (int64_t t = 0; t < rows; ++t) {
+        std::memcpy(&out[t * V + p * nv_], &gathered[(p * rows + t) * nv_], nv_ * sizeof(float));
+      }
     }
+  }
+  if (wanting == 1) return;
+  // Hand each sequence its rows.
+  int64_t taken = 0;
+  for (const ForwardSequence& s : batch) {
+    if (s.tokens.empty() || s.mode == LogitsMode::kNone) continue;
+    const int64_t n = s.mode == LogitsMode::kAll ? static_cast<int64_t>(s.tokens.size()) : 1;
+    s.logits->assign(out.begin() + taken * V, out.begin() + (taken + n) * V);
+    taken += n;
   }
 }
 
-void GptOssModel::Layers(float* x, int64_t T, int64_t start, KvCache& cache, const std::vector<float>& rope_cs,
+void GptOssModel::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences, const float* rope_cs,
                          bool sp) const {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, D = c.head_dim, P = tp_size_;
@@ -810,7 +872,11 @@ void GptOssModel::Layers(float* x, int64_t T, int64_t start, KvCache& cache, con
     } else {
       ProjectQkv(L, h.data(), T, q.data(), k.data(), v.data());
     }
-    Attention(static_cast<int>(l), q.data(), k.data(), v.data(), T, start, cache, rope_cs, attn.data());
+    const int64_t cs_width = 2 * rope_.half();
+    for (const SequenceRows& r : sequences) {
+      Attention(static_cast<int>(l), &q[r.row0 * nq], &k[r.row0 * nkv], &v[r.row0 * nkv], r.rows, r.start, *r.cache,
+                &rope_cs[r.row0 * cs_width], &attn[r.row0 * nq]);
+    }
     FailPoint("forward.after_attention");  // tests: a failure once some rings hold uncommitted rows
 
     // o_proj: row-parallel partial products reduced across ranks, its bias added once after.

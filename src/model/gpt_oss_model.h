@@ -31,6 +31,18 @@ namespace tessera {
 
 enum class LogitsMode { kNone, kLast, kAll };
 
+class KvCache;
+
+// One sequence's part of a batched forward pass (GptOssModel::ForwardBatch): its tokens at
+// positions [start, start + tokens.size()) against its own cache, and where its logits go.
+struct ForwardSequence {
+  std::span<const int32_t> tokens;
+  int64_t start = 0;
+  KvCache* cache = nullptr;
+  LogitsMode mode = LogitsMode::kLast;
+  std::vector<float>* logits = nullptr;  // kLast: [vocab]; kAll: [T, vocab]; kNone: cleared
+};
+
 // kExact: float32 activations through the exact kernels (kernels.h matmul_bf16 / matmul_mxfp4),
 // weights used in place from the mapped checkpoint: the path the golden tests hold to the
 // reference. kFast: the MXFP4 experts are repacked at load into the q8 layout and multiplied
@@ -108,6 +120,13 @@ class GptOssModel {
   // or when start + T exceeds the cache's context.
   void Forward(std::span<const int32_t> tokens, int64_t start, KvCache& cache, LogitsMode mode,
                std::vector<float>& logits) const;
+  // Several sequences in one pass, each with its own cache (distinct caches): their rows share
+  // every weight matrix's single read (dense projections, the MoE's experts, lm_head), and
+  // attention runs per sequence. Each sequence gets bit for bit what Forward gives it alone
+  // (the kernels are batch-invariant). Checks every sequence as Forward does before any work; a
+  // failure partway leaves every cache as KvCache::AbortAppend describes. This is what a server
+  // decodes its running sequences with, one step at a time.
+  void ForwardBatch(std::span<const ForwardSequence> batch) const;
 
  private:
   struct Layer;
@@ -131,13 +150,20 @@ class GptOssModel {
   void DenseGroup(std::span<const DenseOutput> outs, const float* x, int64_t T, Q8Activations& xq) const;
   // Projections of h [T, H] to this rank's q [T, nq D], k, v [T, nkv D] (biases included).
   void ProjectQkv(const Layer& L, const float* h, int64_t T, float* q, float* k, float* v) const;
-  // Attention of the T queries (RoPE applied here, in place) over the cache and the batch; keys
-  // and values of the batch are appended to the cache. out [T, nq D].
+  // Attention of the T queries (RoPE applied here, in place, with cos/sin rows rope_cs [T, 2 half])
+  // over the cache and the batch; keys and values of the batch are appended to the cache.
+  // out [T, nq D].
   void Attention(int layer, float* q, float* k, const float* v, int64_t T, int64_t start, KvCache& cache,
-                 const std::vector<float>& rope_cs, float* out) const;
+                 const float* rope_cs, float* out) const;
+  // Rows [row0, row0 + rows) of a batched pass belong to one sequence at `start` in `cache`.
+  struct SequenceRows {
+    int64_t row0, rows, start;
+    KvCache* cache;
+  };
   // Runs the layers on replicated activations x [T, H] (reductions by all-reduce) or, when
-  // `sequence_parallel`, on this rank's token rows x [T / P, H] (fused collectives).
-  void Layers(float* x, int64_t T, int64_t start, KvCache& cache, const std::vector<float>& rope_cs,
+  // `sequence_parallel` (one sequence only), on this rank's token rows x [T / P, H] (fused
+  // collectives). rope_cs: [T, 2 half], each sequence's rows at its own positions.
+  void Layers(float* x, int64_t T, std::span<const SequenceRows> sequences, const float* rope_cs,
               bool sequence_parallel) const;
   void Moe(int layer, const float* h, int64_t T, float* out) const;
 

@@ -162,6 +162,32 @@ TEST_F(TpModelTest, SpeculationFollowsRankZero) {
   if (world.rank() == 0) std::filesystem::remove_all(dir);
 }
 
+// A batched pass (several sequences, replicated rows and all-reduces) under tensor parallelism
+// gives each sequence what one process gives it alone.
+TEST_F(TpModelTest, ForwardBatchMatchesOneProcess) {
+  const int P = World().size();
+  for (const char* name : {"tiny_a", "tiny_c"}) {
+    SCOPED_TRACE(name);
+    const auto one = GptOssModel::Load(kGoldenDir + name);
+    if (!Splits(one->config(), P, TpExperts::kTensor)) continue;
+    const auto tp = GptOssModel::Load(kGoldenDir + name, ModelOptions{Precision::kExact, DenseWeights::kBf16, MakeTensorParallelGroup(P)});
+    const std::vector<int32_t> seq = GoldenSequence(name);
+    const std::span<const int32_t> all(seq);
+    KvCache a1(one->cache_config(), 64, KvType::kF32), b1(one->cache_config(), 64, KvType::kF32);
+    KvCache a2(tp->cache_config(), 64, KvType::kF32), b2(tp->cache_config(), 64, KvType::kF32);
+    std::vector<float> ignored, want_a, want_b, got_a, got_b;
+    one->Forward(all.first(10), 0, b1, LogitsMode::kNone, ignored);
+    tp->Forward(all.first(10), 0, b2, LogitsMode::kNone, ignored);
+    one->Forward(all.first(7), 0, a1, LogitsMode::kAll, want_a);
+    one->Forward(all.subspan(10, 1), 10, b1, LogitsMode::kLast, want_b);
+    const std::vector<ForwardSequence> batch = {{all.first(7), 0, &a2, LogitsMode::kAll, &got_a},
+                                                {all.subspan(10, 1), 10, &b2, LogitsMode::kLast, &got_b}};
+    tp->ForwardBatch(batch);
+    EXPECT_LE(MaxRelative(got_a, want_a), 1e-4);
+    EXPECT_LE(MaxRelative(got_b, want_b), 1e-4);
+  }
+}
+
 TEST_F(TpModelTest, TpDegreeMustMatchTheJob) {
   try {
     MakeTensorParallelGroup(World().size() + 1);

@@ -3,6 +3,12 @@
 // cache). Each test runs -r times after one untimed warm-up; the table shows mean ± standard
 // deviation of tokens per second, in llama-bench's table shape (ecosystem.md §3).
 //
+// --sequences B (B > 1): the tg test decodes B sequences together, one ForwardBatch per step (the
+// step a continuous-batching server runs): aggregate tokens per second, and the step time against
+// the bytes the step must read (the dense weights once, the distinct experts the B tokens route to
+// as the model counts them, B embedding rows and every sequence's KV rows) over the read bandwidth
+// measured after each repetition.
+//
 // --spec-cost: the verification cost of speculative decoding instead (engine/speculative.h).
 // After a prefill of -p random tokens, each repetition times, at that position, one decode step
 // (1 token) and one verification of k + 1 tokens for k = 1..8 (logits for every row, as the
@@ -11,6 +17,7 @@
 // bytes(k + 1) / bytes(1) (shared weights once, plus the distinct experts the timed runs routed
 // to, as the model counts them) and the speedup (1 - a^(k+1)) / (1 - a) / c(k) it implies at i.i.d. acceptance a.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -40,6 +47,7 @@ struct BenchArgs {
   bool json = false;
   ModelArgs model_args;
   bool spec_cost = false;
+  int sequences = 1;
 };
 
 // llama.cpp's label for the published checkpoints ("gpt-oss 20B MXFP4 MoE"); other shapes get
@@ -172,6 +180,65 @@ void RunSpecCost(const BenchArgs& a, const GptOssModel& model) {
   }
 }
 
+void RunBatchedDecode(const BenchArgs& a, const GptOssModel& model) {
+  if (a.gen < 1) Fail("bench --sequences needs -n >= 1 (the generation test it runs)");
+  const int64_t B = a.sequences, n = a.gen;
+  const KvType kv = ParseKvType(a.kv_type);
+  const size_t kv_bytes = kv == KvType::kBF16 ? 2 : 4;
+  const DecodeByteModel bytes_of = DecodeBytesOf(model.config(), model.options());
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size()) - 1);
+  std::vector<double> rates, step_ms, fractions;
+  double distinct_sum = 0.0;
+  int64_t steps_counted = 0;
+  for (int rep = -1; rep < a.reps; ++rep) {  // rep -1: untimed warm-up
+    std::vector<KvCache> caches;
+    caches.reserve(B);
+    for (int64_t b = 0; b < B; ++b) caches.emplace_back(model.cache_config(), n, kv);
+    std::vector<std::array<int32_t, 1>> next(B);
+    for (auto& t : next) t[0] = token(rng);
+    std::vector<std::vector<float>> logits(B);
+    std::vector<ForwardSequence> batch(B);
+    double bytes = 0.0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t b = 0; b < B; ++b) batch[b] = {next[b], i, &caches[b], LogitsMode::kLast, &logits[b]};
+      model.ForwardBatch(batch);
+      const double distinct = model.last_forward_experts_per_layer();
+      bytes += bytes_of.Bytes(B, distinct) + static_cast<double>(B) * (model.DecodeBytes(i, kv_bytes) - model.DecodeBytes(i, 0));
+      if (rep >= 0) {
+        distinct_sum += distinct;
+        ++steps_counted;
+      }
+      for (int64_t b = 0; b < B; ++b) {
+        next[b][0] = static_cast<int32_t>(std::max_element(logits[b].begin(), logits[b].end()) - logits[b].begin());
+      }
+    }
+    const double seconds = Seconds(t0, std::chrono::steady_clock::now());
+    if (rep < 0) continue;
+    const double bandwidth = MeasureReadBandwidth(size_t{1} << 30, GlobalPool().num_threads(), 3);
+    rates.push_back(static_cast<double>(B * n) / seconds);
+    step_ms.push_back(seconds * 1e3 / static_cast<double>(n));
+    // Roofline step time / measured step time.
+    fractions.push_back(bytes / bandwidth / seconds);
+  }
+  Result r{"tg" + std::to_string(n) + " x" + std::to_string(B), 0, a.gen, rates};
+  const double distinct = distinct_sum / static_cast<double>(std::max<int64_t>(1, steps_counted));
+  const double fraction = Median(fractions);
+  if (a.json) {
+    const nlohmann::json out = {{"test", r.test}, {"sequences", B}, {"n_gen", n}, {"avg_ts", r.mean()},
+                                {"stddev_ts", r.sd()}, {"samples_ts", r.samples}, {"step_ms_median", Median(step_ms)},
+                                {"distinct_experts_per_layer", distinct}, {"roofline_fraction", fraction},
+                                {"precision", a.model_args.precision}, {"dense", a.model_args.dense}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("%s: %.2f ± %.2f t/s aggregate (%lld sequences), median step %.2f ms, %.1f distinct experts per layer "
+              "per step; the step reached %.2f of its roofline (bytes it must read / read bandwidth measured after "
+              "each repetition, median)\n",
+              r.test.c_str(), r.mean(), r.sd(), static_cast<long long>(B), Median(step_ms), distinct, fraction);
+}
+
 void RunBench(const BenchArgs& a) {
   if (a.prompt < 0 || a.gen < 0 || a.reps < 1) Fail("bench: -p and -n must be >= 0 and -r >= 1");
   const auto model = GptOssModel::Load(a.model, ToModelOptions(a.model_args));
@@ -183,6 +250,7 @@ void RunBench(const BenchArgs& a) {
          " positions, beyond the model's context of ", max_positions, " (max_position_embeddings)");
   }
   if (a.spec_cost) return RunSpecCost(a, *model);
+  if (a.sequences > 1) return RunBatchedDecode(a, *model);
   const KvType kv = ParseKvType(a.kv_type);
   const int64_t context = std::max(1, std::max(a.prompt, a.gen));
   std::mt19937 rng(1234);
@@ -308,6 +376,10 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_flag("--json", args->json, "print a JSON array instead of the table");
   AddModelOptions(cmd, args->model_args, "fast");
+  cmd->add_option("--sequences", args->sequences,
+                  "decode this many sequences together in the tg test (one batched forward per step), instead of the "
+                  "pp and tg tests")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_flag("--spec-cost", args->spec_cost,
                 "measure the speculative verification cost c(k), k = 1..8, at position -p instead (-n ignored)");
   cmd->callback([args] { RunBench(*args); });

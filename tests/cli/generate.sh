@@ -39,6 +39,12 @@ run_ok "bench" "$BIN" bench -m "$golden" -p 16 -n 4 -r 2
 for text in '| model ' 'pp16' 'tg4' ' ± '; do grep -qF -- "$text" "$WORK/out" || fail "bench table lacks '$text'"; done
 run_ok "bench --json" "$BIN" bench -m "$golden" -p 8 -n 0 -r 1 --json
 grep -q '"avg_ts"' "$WORK/out" || fail "bench --json lacks avg_ts"
+# --sequences: B sequences decoded together (one batched forward per step).
+run_ok "bench --sequences" "$BIN" bench -m "$golden" -n 4 -r 1 --sequences 3
+grep -qE '^tg4 x3: [0-9.]+ ± [0-9.]+ t/s aggregate \(3 sequences\)' "$WORK/out" || fail "bench --sequences: $(cat "$WORK/out")"
+run_ok "bench --sequences --json" "$BIN" bench -m "$golden" -n 4 -r 1 --sequences 2 --json
+grep -q '"roofline_fraction"' "$WORK/out" || fail "bench --sequences --json lacks roofline_fraction"
+run_err "bench --sequences without -n" "needs -n >= 1" "$BIN" bench -m "$golden" -n 0 --sequences 2
 
 # Bad input.
 run_err "unknown id" "outside the vocabulary" "$BIN" logits -m "$golden" --ids 1,99999

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libzstd-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev
+  libicu-dev                  # tokenizer NFC normalizer (Qwen) and Unicode properties
   zstd
   openmpi-bin libopenmpi-dev  # dist/: tensor parallelism over MPI (mpirun in the tests)
   iproute2                    # network namespaces for the multi-host MPI tests and benchmarks

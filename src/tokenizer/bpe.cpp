@@ -178,6 +178,7 @@ const MergeRule* MergeTable::Find(int32_t left, int32_t right) const {
 
 BpeModel::BpeModel() {
   std::fill(std::begin(byte_ids_), std::end(byte_ids_), -1);
+  std::fill(std::begin(byte_fallback_ids_), std::end(byte_fallback_ids_), -1);
   byte_pairs_.assign(1 << 16, MergeRule{-1, -1});
 }
 
@@ -246,50 +247,22 @@ void BpeModel::MergeSmall(std::string_view piece, std::vector<int32_t>& out) con
   out.insert(out.end(), ids, ids + m);
 }
 
-void BpeModel::Merge(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const {
+namespace {
+// Min-heap on (rank, pos): std heaps are max-heaps, so the comparator is inverted. Entries
+// with equal (rank, pos) describe the same pair, so ties need no further order.
+struct Later {
+  bool operator()(const BpeScratch::Candidate& a, const BpeScratch::Candidate& b) const {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  }
+};
+}  // namespace
+
+// Runs the merges of the symbols and heap in `scratch` (the heap holding the candidate pairs
+// of the initial symbols) and appends the resulting ids.
+void BpeModel::MergeLoop(BpeScratch& scratch, std::vector<int32_t>& out) const {
   auto& symbols = scratch.symbols;
   auto& heap = scratch.heap;
-  symbols.clear();
-  heap.clear();
-  for (unsigned char b : piece) {
-    const int32_t id = byte_ids_[b];
-    if (id < 0) continue;
-    const int32_t index = static_cast<int32_t>(symbols.size());
-    symbols.push_back({id, index - 1, index + 1, true});
-  }
-  if (symbols.empty()) return;
-  symbols.back().next = -1;
-  if (symbols.size() == 1) {
-    out.push_back(symbols[0].id);
-    return;
-  }
-  if (symbols.size() <= kSmallPiece) {
-    MergeSmall(piece, out);
-    return;
-  }
-
-  // Min-heap on (rank, pos): std heaps are max-heaps, so the comparator is inverted. Entries
-  // with equal (rank, pos) describe the same pair, so ties need no further order.
-  const auto later = [](const BpeScratch::Candidate& a, const BpeScratch::Candidate& b) {
-    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
-  };
-  // Initial pairs are all byte pairs (the dropped bytes aside): no hashing needed.
-  {
-    int32_t pos = 0;
-    unsigned char prev_byte = 0;
-    bool have_prev = false;
-    for (unsigned char b : piece) {
-      if (byte_ids_[b] < 0) continue;
-      if (have_prev) {
-        const MergeRule& rule = byte_pairs_[(prev_byte << 8) | b];
-        if (rule.rank >= 0) heap.push_back({rule.rank, pos - 1, rule.new_id, byte_ids_[prev_byte], byte_ids_[b]});
-      }
-      prev_byte = b;
-      have_prev = true;
-      ++pos;
-    }
-    std::make_heap(heap.begin(), heap.end(), later);
-  }
+  constexpr Later later{};
   auto push = [&](int32_t pos) {
     const int32_t next = symbols[pos].next;
     if (next < 0) return;
@@ -316,6 +289,106 @@ void BpeModel::Merge(std::string_view piece, BpeScratch& scratch, std::vector<in
     push(top.pos);
   }
   for (int32_t i = 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+}
+
+void BpeModel::Merge(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const {
+  auto& symbols = scratch.symbols;
+  auto& heap = scratch.heap;
+  symbols.clear();
+  heap.clear();
+  for (unsigned char b : piece) {
+    const int32_t id = byte_ids_[b];
+    if (id < 0) continue;
+    const int32_t index = static_cast<int32_t>(symbols.size());
+    symbols.push_back({id, index - 1, index + 1, true});
+  }
+  if (symbols.empty()) return;
+  symbols.back().next = -1;
+  if (symbols.size() == 1) {
+    out.push_back(symbols[0].id);
+    return;
+  }
+  if (symbols.size() <= kSmallPiece) {
+    MergeSmall(piece, out);
+    return;
+  }
+
+  constexpr Later later{};
+  // Initial pairs are all byte pairs (the dropped bytes aside): no hashing needed.
+  {
+    int32_t pos = 0;
+    unsigned char prev_byte = 0;
+    bool have_prev = false;
+    for (unsigned char b : piece) {
+      if (byte_ids_[b] < 0) continue;
+      if (have_prev) {
+        const MergeRule& rule = byte_pairs_[(prev_byte << 8) | b];
+        if (rule.rank >= 0) heap.push_back({rule.rank, pos - 1, rule.new_id, byte_ids_[prev_byte], byte_ids_[b]});
+      }
+      prev_byte = b;
+      have_prev = true;
+      ++pos;
+    }
+    std::make_heap(heap.begin(), heap.end(), later);
+  }
+  MergeLoop(scratch, out);
+}
+
+void BpeModel::SetCharSymbols(int32_t unk_id, bool byte_fallback, bool fuse_unk) {
+  char_symbols_ = true;
+  unk_id_ = unk_id;
+  fuse_unk_ = fuse_unk;
+  for (int b = 0; b < 256; ++b) {
+    static const char kHex[] = "0123456789ABCDEF";
+    const char name[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+    byte_fallback_ids_[b] = byte_fallback ? vocab_.Find(std::string_view(name, sizeof(name))) : -1;
+  }
+}
+
+void BpeModel::MergeChars(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const {
+  auto& symbols = scratch.symbols;
+  auto& heap = scratch.heap;
+  symbols.clear();
+  heap.clear();
+  const auto add = [&](int32_t id) {
+    const int32_t index = static_cast<int32_t>(symbols.size());
+    symbols.push_back({id, index - 1, index + 1, true});
+  };
+  // As HF's BPE::merge_word: a pending unknown is emitted before the next known character,
+  // but not before byte-fallback tokens (HF `continue`s past the flush there), and at the end.
+  bool unk_pending = false;
+  for (size_t pos = 0; pos < piece.size();) {
+    const size_t start = pos;
+    const auto b = static_cast<unsigned char>(piece[pos]);
+    pos += b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    const std::string_view ch = piece.substr(start, pos - start);
+    const int32_t id = vocab_.Find(ch);
+    if (id >= 0) {
+      if (unk_pending) add(unk_id_);
+      unk_pending = false;
+      add(id);
+      continue;
+    }
+    bool all_bytes = true;
+    for (unsigned char c : ch) all_bytes = all_bytes && byte_fallback_ids_[c] >= 0;
+    if (all_bytes) {
+      for (unsigned char c : ch) add(byte_fallback_ids_[c]);
+      continue;
+    }
+    if (unk_id_ < 0) continue;  // no unk token: the character is dropped
+    if (unk_pending && !fuse_unk_) add(unk_id_);
+    unk_pending = true;
+  }
+  if (unk_pending) add(unk_id_);
+  if (symbols.empty()) return;
+  symbols.back().next = -1;
+  for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+    if (const MergeRule* rule = FindMerge(symbols[i].id, symbols[i + 1].id)) {
+      heap.push_back({rule->rank, static_cast<int32_t>(i), rule->new_id, symbols[i].id, symbols[i + 1].id});
+    }
+  }
+  std::make_heap(heap.begin(), heap.end(), Later{});
+  MergeLoop(scratch, out);
 }
 
 }  // namespace tessera

@@ -134,10 +134,22 @@ class BpeModel {
   // position merges into the same token string (same span) only if it is the same pair.
   void Merge(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const;
 
+  // Models whose vocabulary is spelled in UTF-8 rather than byte-level characters (converted
+  // SentencePiece models such as Mistral's): the initial symbols are the characters of the
+  // piece, looked up whole. A character without a token becomes its "<0xNN>" tokens when
+  // `byte_fallback` and all of them exist, otherwise the unk token (consecutive ones fused into
+  // one with `fuse_unk`), or is dropped when `unk_id` is -1. Call after the vocabulary is
+  // complete.
+  void SetCharSymbols(int32_t unk_id, bool byte_fallback, bool fuse_unk);
+  bool char_symbols() const { return char_symbols_; }
+  // As Merge, for a model set up by SetCharSymbols (HF BPE::merge_word, then merge_all).
+  void MergeChars(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const;
+
  private:
   static constexpr size_t kSmallPiece = 48;  // symbols; longer pieces use the heap
   const MergeRule* FindMerge(int32_t left, int32_t right) const;
   void MergeSmall(std::string_view piece, std::vector<int32_t>& out) const;
+  void MergeLoop(BpeScratch& scratch, std::vector<int32_t>& out) const;
 
   BytesToId vocab_;
   MergeTable merges_;
@@ -146,6 +158,11 @@ class BpeModel {
   // Merges of two one-byte tokens, indexed by (left byte << 8 | right byte); rank -1 = none.
   // The first merges of every piece come from here instead of the large table.
   std::vector<MergeRule> byte_pairs_;
+  // SetCharSymbols.
+  bool char_symbols_ = false;
+  bool fuse_unk_ = false;
+  int32_t unk_id_ = -1;
+  int32_t byte_fallback_ids_[256];  // id of "<0xNN>" for each byte, or -1
 };
 
 }  // namespace tessera

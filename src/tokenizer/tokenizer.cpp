@@ -13,6 +13,7 @@
 #include "io/json_util.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/embedded_assets.h"
+#include "tokenizer/pipeline.h"
 #include "tokenizer/split_regex.h"
 #include "tokenizer/utf8.h"
 
@@ -170,14 +171,27 @@ struct Tokenizer::Impl {
     std::string content;
     int32_t id;
     bool special;
+    bool lstrip = false, rstrip = false, single_word = false;
   };
 
   std::string source;
-  // Model.
-  BpeModel model;  // vocab (raw bytes -> id, model tokens only) and merges
+  Normalizer normalizer;
+  // Model. Byte-level models (the pre-tokenizer ends with ByteLevel) key their vocabulary by
+  // raw bytes and merge bytes; the others (BpeModel::SetCharSymbols) by UTF-8 text and merge
+  // characters.
+  BpeModel model;  // vocab (raw bytes or text -> id, model tokens only) and merges
+  bool byte_level = true;
   bool ignore_merges = false;
   size_t max_token_bytes = 0;
-  std::vector<SplitRegex> splits;  // applied in order, each cutting the pieces of the previous
+  // Pre-tokenizer: when it is only Split steps before a byte-level model, `splits` (applied in
+  // order, each cutting the pieces of the previous) is the whole of it and `pipeline` is
+  // unused; this keeps o200k on its fast path. Otherwise `pipeline` does the work.
+  std::vector<SplitRegex> splits;
+  bool general_pipeline = false;
+  PiecePipeline pipeline;
+  PostProcessor post;
+  Decoder decoder;
+  std::vector<std::string> token_text;  // id -> token as spelled, for decoders other than ByteLevel
   // Added tokens, matched in two passes like HF: "normalized": false first, then true.
   std::vector<AddedToken> added;
   AddedTokenTrie raw_trie;
@@ -208,7 +222,11 @@ struct Tokenizer::Impl {
         return;
       }
     }
-    model.Merge(piece, scratch, out);
+    if (byte_level) {
+      model.Merge(piece, scratch, out);
+    } else {
+      model.MergeChars(piece, scratch, out);
+    }
   }
 
   void PreTokenize(std::string_view text, size_t level, BpeScratch& scratch, std::vector<int32_t>& out) const {
@@ -221,46 +239,119 @@ struct Tokenizer::Impl {
     });
   }
 
-  // Cuts `text` at the added tokens of `trie`; gaps go to `gap`, matched ids to `out`.
-  // With split_special false, special tokens are passed over as text, but the scan still
-  // resumes after them, as HF's Aho-Corasick iteration does when it skips such a match.
+  // A stretch of text with no added token in it; `at_origin`: it starts the original text.
+  void EncodePlain(std::string_view text, bool at_origin, BpeScratch& scratch, std::vector<int32_t>& out) const {
+    if (!general_pipeline) {
+      PreTokenize(text, 0, scratch, out);
+      return;
+    }
+    pipeline.Run(text, at_origin, [&](std::string_view piece) { EncodePiece(piece, scratch, out); });
+  }
+
+  // Cuts `text` at the added tokens of `trie`; gaps go to gap(text, starts_at_0), matched ids
+  // to `out`. As HF's AddedVocabulary::find_matches: matches are leftmost-longest and
+  // non-overlapping in the text as it is; a special token (with split_special false) or a
+  // single_word token touching a word character is passed over as text, the scan resuming
+  // after it; lstrip/rstrip widen the cut over adjacent whitespace (lstrip not past the
+  // previous cut), while the scan still resumes right after the token itself.
   template <typename Gap>
   void SplitAdded(std::string_view text, const AddedTokenTrie& trie, bool split_special, std::vector<int32_t>& out,
                   Gap&& gap) const {
     if (trie.empty()) {
-      if (!text.empty()) gap(text);
+      if (!text.empty()) gap(text, true);
       return;
     }
     size_t gap_start = 0;
     size_t pos = trie.NextCandidate(text, 0);
     while (pos < text.size()) {
       size_t length = 0;
-      const int32_t token = trie.Longest(text, pos, length);
-      if (token < 0) {
+      const int32_t index = trie.Longest(text, pos, length);
+      if (index < 0) {
         pos = trie.NextCandidate(text, pos + 1);
         continue;
       }
-      if (!split_special && added[token].special) {
-        pos = trie.NextCandidate(text, pos + length);
+      const AddedToken& token = added[index];
+      const size_t match_end = pos + length;
+      if ((!split_special && token.special) || (token.single_word && !IsSingleWord(text, pos, match_end))) {
+        pos = trie.NextCandidate(text, match_end);
         continue;
       }
-      if (gap_start < pos) gap(text.substr(gap_start, pos - gap_start));
-      out.push_back(added[token].id);
-      pos += length;
-      gap_start = pos;
-      pos = trie.NextCandidate(text, pos);
+      size_t start = pos, stop = match_end;
+      if (token.lstrip) start = std::max(WhitespaceStartBefore(text, pos), gap_start);
+      if (token.rstrip) stop = WhitespaceEndAfter(text, stop);
+      if (gap_start < start) gap(text.substr(gap_start, start - gap_start), gap_start == 0);
+      out.push_back(token.id);
+      gap_start = std::max(gap_start, stop);
+      pos = trie.NextCandidate(text, match_end);
     }
-    if (gap_start < text.size()) gap(text.substr(gap_start));
+    if (gap_start < text.size()) gap(text.substr(gap_start), gap_start == 0);
+  }
+
+  static char32_t CharBefore(std::string_view text, size_t pos, size_t& start) {
+    start = pos - 1;
+    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+    size_t p = start;
+    return utf8::Next(text, p);
+  }
+  static bool IsSingleWord(std::string_view text, size_t begin, size_t end) {
+    size_t at = 0;
+    if (begin > 0 && IsRustWordChar(CharBefore(text, begin, at))) return false;
+    size_t p = end;
+    return end == text.size() || !IsRustWordChar(utf8::Next(text, p));
+  }
+  static size_t WhitespaceStartBefore(std::string_view text, size_t pos) {
+    size_t at = 0;
+    while (pos > 0 && IsRustWhitespace(CharBefore(text, pos, at))) pos = at;
+    return pos;
+  }
+  static size_t WhitespaceEndAfter(std::string_view text, size_t pos) {
+    while (pos < text.size()) {
+      size_t next = pos;
+      if (!IsRustWhitespace(utf8::Next(text, next))) break;
+      pos = next;
+    }
+    return pos;
   }
 
   void Encode(std::string_view text, bool split_special, std::vector<int32_t>& out) const {
     const size_t bad = utf8::FindInvalid(text);
     if (bad != text.size()) Fail("text to encode is not valid UTF-8 (byte offset ", bad, ")");
     BpeScratch scratch;
-    SplitAdded(text, raw_trie, split_special, out, [&](std::string_view gap) {
-      SplitAdded(gap, normalized_trie, split_special, out,
-                 [&](std::string_view plain) { PreTokenize(plain, 0, scratch, out); });
+    // HF: cut at "normalized": false tokens in the raw text, normalize each gap, cut it at the
+    // "normalized": true tokens, pre-tokenize what is left.
+    SplitAdded(text, raw_trie, split_special, out, [&](std::string_view gap, bool gap_at_origin) {
+      const auto plain = [&](std::string_view piece, bool piece_at_origin) {
+        EncodePlain(piece, gap_at_origin && piece_at_origin, scratch, out);
+      };
+      if (normalizer.empty()) {
+        SplitAdded(gap, normalized_trie, split_special, out, plain);
+      } else {
+        const std::string normalized = normalizer.Apply(gap);
+        SplitAdded(normalized, normalized_trie, split_special, out, plain);
+      }
     });
+  }
+
+  // The token strings `decoder` works on, special tokens left out if asked.
+  std::string Decode(std::span<const int32_t> ids, bool skip_special) const {
+    if (decoder.IsByteLevelOnly()) {
+      std::string bytes;
+      for (int32_t id : ids) {
+        const std::string_view b = Bytes(id);
+        if (!skip_special || !special[id]) bytes.append(b);
+      }
+      std::string text;
+      text.reserve(bytes.size());
+      utf8::AppendLossy(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), true, text);
+      return text;
+    }
+    std::vector<std::string> tokens;
+    tokens.reserve(ids.size());
+    for (int32_t id : ids) {
+      Bytes(id);  // throws for an unknown id
+      if (!skip_special || !special[id]) tokens.push_back(token_text[id]);
+    }
+    return decoder.Decode(std::move(tokens));
   }
 };
 
@@ -291,15 +382,22 @@ class Loader {
       if (!Get(top, key, value) || value.is_null()) continue;
       Reject(key, "is not supported (must be null; HF would truncate or pad the ids)");
     }
-    CheckNormalizer(top);
-    CheckPostProcessor(top);
-    CheckDecoder(top);
-    LoadModel(AsObject(model, "model"));
+    // Order matters: the decoder gives the stream bytes of the vocabulary entries, the
+    // pre-tokenizer decides whether the vocabulary is byte-level, and the normalizer applies
+    // to the contents of "normalized" added tokens.
+    LoadNormalizer(top);
+    LoadPostProcessor(top);
+    LoadDecoder(top);
     element pre_tokenizer;
-    if (!Get(top, "pre_tokenizer", pre_tokenizer) || pre_tokenizer.is_null()) {
-      Reject("pre_tokenizer", "is missing (a byte-level BPE needs the ByteLevel pre-tokenizer)");
+    if (Get(top, "pre_tokenizer", pre_tokenizer) && !pre_tokenizer.is_null()) {
+      LoadPreTokenizer(pre_tokenizer);
+    } else {
+      // The whole normalized text is one piece; only a character-level model makes sense.
+      impl_.byte_level = false;
+      impl_.general_pipeline = true;
     }
-    LoadPreTokenizer(pre_tokenizer);
+    need_text_ = !impl_.decoder.IsByteLevelOnly();
+    LoadModel(AsObject(model, "model"));
     element added;
     if (Get(top, "added_tokens", added) && !added.is_null()) LoadAddedTokens(AsArray(added, "added_tokens"));
     BuildDecodeTable();
@@ -388,47 +486,219 @@ class Loader {
     return AsString(e, StrCat(path, ".type"));
   }
 
-  void CheckNormalizer(const object& top) {
-    element e;
-    if (!Get(top, "normalizer", e) || e.is_null()) return;
-    const object n = AsObject(e, "normalizer");
-    Reject("normalizer", "type ", QuoteToken(TypeOf(n, "normalizer")), " is not supported (only null)");
-  }
-
-  void CheckPostProcessor(const object& top) {
-    element e;
-    if (!Get(top, "post_processor", e) || e.is_null()) return;
-    const object p = AsObject(e, "post_processor");
-    // The ByteLevel post-processor only adjusts offsets; ids are untouched.
-    const std::string_view type = TypeOf(p, "post_processor");
-    if (type != "ByteLevel") {
-      Reject("post_processor", "type ", QuoteToken(type), " is not supported (only ByteLevel or null)");
+  // {"String": s} or {"Regex": r} of Replace components: the literal or the compiled regex.
+  void LoadPattern(const object& obj, const std::string& path, std::string& literal,
+                   std::shared_ptr<SplitRegex>& regex) {
+    element e, value;
+    if (!Get(obj, "pattern", e)) Reject(path, "has no \"pattern\"");
+    const object pattern = AsObject(e, StrCat(path, ".pattern"));
+    if (Get(pattern, "String", value)) {
+      literal = std::string(AsString(value, StrCat(path, ".pattern.String")));
+      if (literal.empty()) Reject(StrCat(path, ".pattern.String"), "is empty");
+    } else if (Get(pattern, "Regex", value)) {
+      const std::string_view r = AsString(value, StrCat(path, ".pattern.Regex"));
+      try {
+        regex = std::make_shared<SplitRegex>(r);
+      } catch (const tessera::Error& err) {
+        Reject(StrCat(path, ".pattern.Regex"), err.what());
+      }
+    } else {
+      Reject(StrCat(path, ".pattern"), "expected {\"String\": ...} or {\"Regex\": ...}");
     }
   }
 
-  void CheckDecoder(const object& top) {
+  // The members of a Sequence (`list_key`) or the component itself, with their JSON paths.
+  std::vector<std::pair<object, std::string>> Flatten(const object& obj, const std::string& path,
+                                                      std::string_view list_key) {
+    std::vector<std::pair<object, std::string>> out;
+    if (TypeOf(obj, path) != "Sequence") {
+      out.emplace_back(obj, path);
+      return out;
+    }
+    element list_e;
+    const std::string list_path = StrCat(path, ".", list_key);
+    if (!Get(obj, list_key, list_e)) Reject(list_path, "is missing");
+    size_t index = 0;
+    for (element item : AsArray(list_e, list_path)) {
+      const std::string item_path = StrCat(list_path, "[", index++, "]");
+      for (auto& inner : Flatten(AsObject(item, item_path), item_path, list_key)) out.push_back(std::move(inner));
+    }
+    return out;
+  }
+
+  void LoadNormalizer(const object& top) {
     element e;
-    if (!Get(top, "decoder", e) || e.is_null()) Reject("decoder", "is missing (only ByteLevel is supported)");
-    const object d = AsObject(e, "decoder");
-    const std::string_view type = TypeOf(d, "decoder");
-    if (type != "ByteLevel") Reject("decoder", "type ", QuoteToken(type), " is not supported (only ByteLevel)");
+    if (!Get(top, "normalizer", e) || e.is_null()) return;
+    using Step = Normalizer::Step;
+    for (const auto& [n, path] : Flatten(AsObject(e, "normalizer"), "normalizer", "normalizers")) {
+      const std::string_view type = TypeOf(n, path);
+      Step step{};
+      if (type == "NFC") {
+        step.kind = Step::Kind::kNfc;
+      } else if (type == "Prepend") {
+        step.kind = Step::Kind::kPrepend;
+        element p;
+        if (!Get(n, "prepend", p)) Reject(path, "has no \"prepend\"");
+        step.text = std::string(AsString(p, StrCat(path, ".prepend")));
+      } else if (type == "Replace") {
+        step.kind = Step::Kind::kReplace;
+        std::shared_ptr<SplitRegex> regex;
+        LoadPattern(n, path, step.text, regex);
+        step.regex = std::move(regex);
+        element c;
+        if (!Get(n, "content", c)) Reject(path, "has no \"content\"");
+        step.content = std::string(AsString(c, StrCat(path, ".content")));
+      } else {
+        Reject(path, "type ", QuoteToken(type), " is not supported (NFC, Prepend, Replace or a Sequence of them)");
+      }
+      impl_.normalizer.steps.push_back(std::move(step));
+    }
+  }
+
+  void LoadPostProcessor(const object& top) {
+    element e;
+    if (!Get(top, "post_processor", e) || e.is_null()) return;
+    for (const auto& [p, path] : Flatten(AsObject(e, "post_processor"), "post_processor", "processors")) {
+      const std::string_view type = TypeOf(p, path);
+      if (type == "ByteLevel") continue;  // only adjusts offsets; ids are untouched
+      if (type != "TemplateProcessing") {
+        Reject(path, "type ", QuoteToken(type), " is not supported (TemplateProcessing, ByteLevel or a Sequence of them)");
+      }
+      element single_e, specials_e;
+      if (!Get(p, "single", single_e)) Reject(path, "has no \"single\"");
+      object specials;
+      const bool has_specials = Get(p, "special_tokens", specials_e);
+      if (has_specials) specials = AsObject(specials_e, StrCat(path, ".special_tokens"));
+      // A later template wraps the result of an earlier one.
+      std::vector<int32_t> prefix, suffix;
+      bool seen_a = false;
+      size_t index = 0;
+      for (element item_e : AsArray(single_e, StrCat(path, ".single"))) {
+        const std::string item_path = StrCat(path, ".single[", index++, "]");
+        const object item = AsObject(item_e, item_path);
+        element inner;
+        if (Get(item, "Sequence", inner)) {
+          element id;
+          if (!Get(AsObject(inner, item_path), "id", id) || AsString(id, item_path) != "A" || seen_a) {
+            Reject(item_path, "a single-sequence template must use $A exactly once");
+          }
+          seen_a = true;
+        } else if (Get(item, "SpecialToken", inner)) {
+          element id_e, entry_e, ids_e;
+          if (!Get(AsObject(inner, item_path), "id", id_e)) Reject(item_path, "has no \"id\"");
+          const std::string_view name = AsString(id_e, StrCat(item_path, ".id"));
+          const std::string entry_path = StrCat(path, ".special_tokens[", QuoteToken(name), "]");
+          if (!has_specials || !Get(specials, name, entry_e)) Reject(entry_path, "is missing");
+          if (!Get(AsObject(entry_e, entry_path), "ids", ids_e)) Reject(entry_path, "has no \"ids\"");
+          for (element id : AsArray(ids_e, StrCat(entry_path, ".ids"))) {
+            (seen_a ? suffix : prefix).push_back(AsId(id, StrCat(entry_path, ".ids")));
+          }
+        } else {
+          Reject(item_path, "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
+        }
+      }
+      if (!seen_a) Reject(StrCat(path, ".single"), "has no $A");
+      PostProcessor& post = impl_.post;
+      post.prefix.insert(post.prefix.begin(), prefix.begin(), prefix.end());
+      post.suffix.insert(post.suffix.end(), suffix.begin(), suffix.end());
+      post.has_template = true;
+    }
+  }
+
+  void LoadDecoder(const object& top) {
+    element e;
+    if (!Get(top, "decoder", e) || e.is_null()) Reject("decoder", "is missing (HF would join tokens with spaces)");
+    using Step = Decoder::Step;
+    for (const auto& [d, path] : Flatten(AsObject(e, "decoder"), "decoder", "decoders")) {
+      const std::string_view type = TypeOf(d, path);
+      Step step{};
+      if (type == "ByteLevel") {
+        step.kind = Step::Kind::kByteLevel;
+      } else if (type == "ByteFallback") {
+        step.kind = Step::Kind::kByteFallback;
+      } else if (type == "Fuse") {
+        step.kind = Step::Kind::kFuse;
+      } else if (type == "Replace") {
+        step.kind = Step::Kind::kReplace;
+        std::shared_ptr<SplitRegex> regex;
+        LoadPattern(d, path, step.pattern, regex);
+        step.regex = std::move(regex);
+        element c;
+        if (!Get(d, "content", c)) Reject(path, "has no \"content\"");
+        step.content = std::string(AsString(c, StrCat(path, ".content")));
+      } else if (type == "Strip") {
+        step.kind = Step::Kind::kStrip;
+        element c, start, stop;
+        if (!Get(d, "content", c) || !Get(d, "start", start) || !Get(d, "stop", stop)) {
+          Reject(path, "needs \"content\", \"start\" and \"stop\"");
+        }
+        step.content = std::string(AsString(c, StrCat(path, ".content")));
+        size_t pos = 0;
+        if (step.content.empty() || (utf8::Next(step.content, pos), pos != step.content.size())) {
+          Reject(StrCat(path, ".content"), "must be one character");
+        }
+        step.start = static_cast<size_t>(AsId(start, StrCat(path, ".start")));
+        step.stop = static_cast<size_t>(AsId(stop, StrCat(path, ".stop")));
+      } else if (type == "Metaspace") {
+        step.kind = Step::Kind::kMetaspace;
+        const PreTokenizerStep meta = LoadMetaspace(d, path);
+        size_t pos = 0;
+        step.replacement = utf8::Next(meta.replacement, pos);
+        step.strip_first = meta.prepend != PreTokenizerStep::Prepend::kNever;
+      } else {
+        Reject(path, "type ", QuoteToken(type),
+               " is not supported (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace or a Sequence of them)");
+      }
+      impl_.decoder.steps.push_back(std::move(step));
+    }
+  }
+
+  PreTokenizerStep LoadMetaspace(const object& m, const std::string& path) {
+    PreTokenizerStep step{};
+    step.kind = PreTokenizerStep::Kind::kMetaspace;
+    element r;
+    if (!Get(m, "replacement", r)) Reject(path, "has no \"replacement\"");
+    step.replacement = std::string(AsString(r, StrCat(path, ".replacement")));
+    size_t pos = 0;
+    if (step.replacement.empty() || (utf8::Next(step.replacement, pos), pos != step.replacement.size())) {
+      Reject(StrCat(path, ".replacement"), "must be one character");
+    }
+    const std::string_view scheme = OptionalString(m, "prepend_scheme", StrCat(path, ".prepend_scheme"));
+    if (scheme.empty()) {
+      // Files older than prepend_scheme: add_prefix_space true meant "always".
+      const bool add = OptionalBool(m, "add_prefix_space", StrCat(path, ".add_prefix_space"), true);
+      step.prepend = add ? PreTokenizerStep::Prepend::kAlways : PreTokenizerStep::Prepend::kNever;
+    } else if (scheme == "always") {
+      step.prepend = PreTokenizerStep::Prepend::kAlways;
+    } else if (scheme == "first") {
+      step.prepend = PreTokenizerStep::Prepend::kFirst;
+    } else if (scheme == "never") {
+      step.prepend = PreTokenizerStep::Prepend::kNever;
+    } else {
+      Reject(StrCat(path, ".prepend_scheme"), QuoteToken(scheme), " is not one of always, first, never");
+    }
+    step.split = OptionalBool(m, "split", StrCat(path, ".split"), true);
+    return step;
   }
 
   void LoadModel(const object& model) {
     const std::string_view type = TypeOf(model, "model");
     if (type != "BPE") Reject("model.type", QuoteToken(type), " is not supported (only BPE)");
-    for (const char* key : {"dropout", "unk_token"}) {
-      element e;
-      if (Get(model, key, e) && !e.is_null()) Reject(StrCat("model.", key), "is not supported (must be null)");
-    }
+    element dropout;
+    if (Get(model, "dropout", dropout) && !dropout.is_null()) Reject("model.dropout", "is not supported (must be null)");
+    const std::string_view unk_token = OptionalString(model, "unk_token", "model.unk_token");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
       const std::string_view s = OptionalString(model, key, StrCat("model.", key));
       if (!s.empty()) Reject(StrCat("model.", key), "is not supported (must be null or empty)");
     }
-    if (OptionalBool(model, "byte_fallback", "model.byte_fallback", false)) {
-      Reject("model.byte_fallback", "is not supported (must be false)");
+    const bool byte_fallback = OptionalBool(model, "byte_fallback", "model.byte_fallback", false);
+    const bool fuse_unk = OptionalBool(model, "fuse_unk", "model.fuse_unk", false);
+    if (impl_.byte_level && !unk_token.empty()) {
+      Reject("model.unk_token", "is not supported with a byte-level pre-tokenizer (must be null)");
     }
-    OptionalBool(model, "fuse_unk", "model.fuse_unk", false);  // no effect without unk_token
+    if (impl_.byte_level && byte_fallback) {
+      Reject("model.byte_fallback", "is not supported with a byte-level pre-tokenizer (must be false)");
+    }
     impl_.ignore_merges = OptionalBool(model, "ignore_merges", "model.ignore_merges", false);
 
     element vocab_e;
@@ -451,7 +721,13 @@ class Loader {
         if (!impl_.model.vocab().Insert(e.bytes, e.id, e.hash)) {
           Reject("model.vocab", "token ", QuoteToken(e.token), " appears twice");
         }
-        AddDecodeEntry(e.id, e.bytes, [&] { return StrCat("model.vocab[", QuoteToken(e.token), "]"); });
+        const auto path = [&] { return StrCat("model.vocab[", QuoteToken(e.token), "]"); };
+        if (need_text_) {
+          AddDecodeEntry(e.id, impl_.decoder.TokenBytes(e.token), path);
+          SetText(e.id, e.token);
+        } else {
+          AddDecodeEntry(e.id, e.bytes, path);
+        }
         impl_.max_token_bytes = std::max(impl_.max_token_bytes, e.bytes.size());
       }
       pending = 0;
@@ -461,7 +737,7 @@ class Loader {
       e.token = field.key;
       e.id = AsId(field.value, [&] { return StrCat("model.vocab[", QuoteToken(e.token), "]"); });
       if (e.token.empty()) Reject("model.vocab", "empty token");
-      if (!Alphabet().ToBytes(e.token, e.bytes)) {
+      if (!ModelKey(e.token, e.bytes)) {
         Reject("model.vocab", "token ", QuoteToken(e.token), " is not spelled in byte-level characters");
       }
       e.hash = HashBytes(e.bytes.data(), e.bytes.size());
@@ -470,6 +746,14 @@ class Loader {
     }
     insert_vocab();
     impl_.model.IndexByteTokens();
+    if (!impl_.byte_level) {
+      int32_t unk_id = -1;
+      if (!unk_token.empty()) {
+        unk_id = impl_.model.vocab().Find(unk_token);
+        if (unk_id < 0) Reject("model.unk_token", QuoteToken(unk_token), " is not in the vocabulary");
+      }
+      impl_.model.SetCharSymbols(unk_id, byte_fallback, fuse_unk);
+    }
 
     element merges_e;
     if (!Get(model, "merges", merges_e)) Reject("model.merges", "is missing");
@@ -522,8 +806,8 @@ class Loader {
         e.left = AsString(pair.at(0).value_unsafe(), [&] { return path() + "[0]"; });
         e.right = AsString(pair.at(1).value_unsafe(), [&] { return path() + "[1]"; });
       }
-      e.left_ok = Alphabet().ToBytes(e.left, e.left_bytes);
-      e.right_ok = Alphabet().ToBytes(e.right, e.right_bytes);
+      e.left_ok = ModelKey(e.left, e.left_bytes);
+      e.right_ok = ModelKey(e.right, e.right_bytes);
       if (e.left_ok && e.right_ok) {
         e.joined = e.left_bytes;
         e.joined += e.right_bytes;
@@ -542,55 +826,56 @@ class Loader {
   }
 
   void LoadPreTokenizer(const element& e) {
-    const object p = AsObject(e, "pre_tokenizer");
-    const std::string_view type = TypeOf(p, "pre_tokenizer");
-    if (type == "ByteLevel") {
-      LoadByteLevel(p, "pre_tokenizer", true);
-      return;
-    }
-    if (type != "Sequence") {
-      Reject("pre_tokenizer", "type ", QuoteToken(type), " is not supported (Sequence of Split + ByteLevel, or ByteLevel)");
-    }
-    element list_e;
-    if (!Get(p, "pretokenizers", list_e)) Reject("pre_tokenizer.pretokenizers", "is missing");
-    const array list = AsArray(list_e, "pre_tokenizer.pretokenizers");
-    const size_t n = list.size();
-    if (n == 0) Reject("pre_tokenizer.pretokenizers", "is empty (the last one must be ByteLevel)");
-    size_t index = 0;
-    for (element step_e : list) {
-      const std::string path = StrCat("pre_tokenizer.pretokenizers[", index, "]");
-      const object step = AsObject(step_e, path);
-      const std::string_view step_type = TypeOf(step, path);
-      const bool last = index + 1 == n;
-      if (last) {
-        if (step_type != "ByteLevel") {
-          Reject(path, "the last pre-tokenizer must be ByteLevel, found ", QuoteToken(step_type));
+    std::vector<PreTokenizerStep> steps;
+    const auto list = Flatten(AsObject(e, "pre_tokenizer"), "pre_tokenizer", "pretokenizers");
+    impl_.byte_level = false;
+    for (size_t index = 0; index < list.size(); ++index) {
+      const auto& [p, path] = list[index];
+      const std::string_view type = TypeOf(p, path);
+      if (impl_.byte_level) Reject(path, "nothing may follow the ByteLevel pre-tokenizer");
+      PreTokenizerStep step{};
+      if (type == "Split") {
+        step.kind = PreTokenizerStep::Kind::kSplit;
+        step.regex = LoadSplit(p, path);
+      } else if (type == "ByteLevel") {
+        // ByteLevel maps bytes to characters last; here that is implicit: the model is keyed
+        // by raw bytes.
+        impl_.byte_level = true;
+        if (OptionalBool(p, "add_prefix_space", StrCat(path, ".add_prefix_space"), true)) {
+          PreTokenizerStep prefix{};
+          prefix.kind = PreTokenizerStep::Kind::kByteLevelPrefix;
+          steps.push_back(std::move(prefix));
         }
-        LoadByteLevel(step, path, false);
-      } else if (step_type == "Split") {
-        LoadSplit(step, path);
+        OptionalBool(p, "trim_offsets", StrCat(path, ".trim_offsets"), true);  // offsets only
+        if (OptionalBool(p, "use_regex", StrCat(path, ".use_regex"), true)) {
+          // HF's ByteLevel split: GPT-2's pattern, behavior Isolated.
+          step.kind = PreTokenizerStep::Kind::kSplit;
+          step.regex = MakeSplit(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", path);
+        } else {
+          continue;
+        }
+      } else if (type == "Metaspace") {
+        step = LoadMetaspace(p, path);
+      } else if (type == "Digits") {
+        step.kind = PreTokenizerStep::Kind::kDigits;
+        step.individual_digits = OptionalBool(p, "individual_digits", StrCat(path, ".individual_digits"), false);
       } else {
-        Reject(path, "type ", QuoteToken(step_type), " is not supported here (only Split before the final ByteLevel)");
+        Reject(path, "type ", QuoteToken(type), " is not supported (Split, ByteLevel, Metaspace, Digits or a Sequence of them)");
       }
-      ++index;
+      steps.push_back(std::move(step));
+    }
+    impl_.general_pipeline = !impl_.byte_level;
+    for (const PreTokenizerStep& step : steps) {
+      if (step.kind != PreTokenizerStep::Kind::kSplit) impl_.general_pipeline = true;
+    }
+    if (impl_.general_pipeline) {
+      impl_.pipeline.steps = std::move(steps);
+    } else {
+      for (PreTokenizerStep& step : steps) impl_.splits.push_back(std::move(*step.regex));
     }
   }
 
-  void LoadByteLevel(const object& b, const std::string& path, bool alone) {
-    if (OptionalBool(b, "add_prefix_space", StrCat(path, ".add_prefix_space"), true)) {
-      Reject(path, "add_prefix_space is not supported (must be false)");
-    }
-    OptionalBool(b, "trim_offsets", StrCat(path, ".trim_offsets"), true);  // offsets only
-    if (OptionalBool(b, "use_regex", StrCat(path, ".use_regex"), true)) {
-      // HF's ByteLevel split: GPT-2's pattern, behavior Isolated.
-      AddSplit(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", path);
-    } else if (alone) {
-      // Not an error in HF, but then the whole text is one BPE word; nothing real uses it.
-      Reject(path, "use_regex false without a Split pre-tokenizer is not supported");
-    }
-  }
-
-  void LoadSplit(const object& s, const std::string& path) {
+  std::shared_ptr<SplitRegex> LoadSplit(const object& s, const std::string& path) {
     element pattern_e;
     if (!Get(s, "pattern", pattern_e)) Reject(path, "has no \"pattern\"");
     const object pattern = AsObject(pattern_e, StrCat(path, ".pattern"));
@@ -608,15 +893,28 @@ class Loader {
     if (OptionalBool(s, "invert", StrCat(path, ".invert"), false)) {
       Reject(StrCat(path, ".invert"), "true is not supported");
     }
-    AddSplit(regex, StrCat(path, ".pattern"));
+    return MakeSplit(regex, StrCat(path, ".pattern"));
   }
 
-  void AddSplit(std::string_view regex, const std::string& path) {
+  std::shared_ptr<SplitRegex> MakeSplit(std::string_view regex, const std::string& path) {
     try {
-      impl_.splits.emplace_back(regex);
+      return std::make_shared<SplitRegex>(regex);
     } catch (const tessera::Error& e) {
       Reject(path, e.what());
     }
+  }
+
+  // The vocabulary key of a token as tokenizer.json spells it: its raw bytes for a byte-level
+  // model (false if it is not spelled in byte-level characters), else its text.
+  bool ModelKey(std::string_view token, std::string& key) const {
+    if (impl_.byte_level) return Alphabet().ToBytes(token, key);
+    key.assign(token);
+    return true;
+  }
+
+  void SetText(int32_t id, std::string_view text) {
+    if (static_cast<size_t>(id) >= impl_.token_text.size()) impl_.token_text.resize(id + size_t{1});
+    impl_.token_text[id] = std::string(text);
   }
 
   void LoadAddedTokens(const array& tokens) {
@@ -637,17 +935,15 @@ class Loader {
       const int32_t id = AsId(id_e, StrCat(path, ".id"));
       const std::string_view content = AsString(content_e, StrCat(path, ".content"));
       if (content.empty()) Reject(StrCat(path, ".content"), "is empty");
-      for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
-        if (OptionalBool(t, flag, StrCat(path, ".", flag), false)) {
-          Reject(StrCat(path, ".", flag), "true is not supported");
-        }
-      }
+      const bool single_word = OptionalBool(t, "single_word", StrCat(path, ".single_word"), false);
+      const bool lstrip = OptionalBool(t, "lstrip", StrCat(path, ".lstrip"), false);
+      const bool rstrip = OptionalBool(t, "rstrip", StrCat(path, ".rstrip"), false);
       const bool special = OptionalBool(t, "special", StrCat(path, ".special"), false);
       const bool normalized = OptionalBool(t, "normalized", StrCat(path, ".normalized"), !special);
       if (impl_.added_by_content.count(std::string(content)) != 0) {
         Reject(StrCat(path, ".content"), QuoteToken(content), " appears twice");
       }
-      const bool byte_level = Alphabet().ToBytes(content, bytes);
+      const bool byte_level = ModelKey(content, bytes);
       const int32_t model_id = byte_level ? impl_.model.vocab().Find(bytes) : -1;
       int64_t expected = model_id;
       if (model_id < 0) expected = max_added >= model_size ? max_added + 1 : model_size;
@@ -657,12 +953,27 @@ class Loader {
       }
       // A content that is already a model token decodes to the same bytes either way; a new
       // one colliding with a model id (possible with holes in the vocabulary) is refused here.
-      if (model_id < 0) AddDecodeEntry(id, byte_level ? std::string_view(bytes) : content, StrCat(path, ".id"));
+      if (model_id < 0) {
+        if (need_text_) {
+          AddDecodeEntry(id, impl_.decoder.TokenBytes(content), StrCat(path, ".id"));
+          SetText(id, content);
+        } else {
+          AddDecodeEntry(id, byte_level ? std::string_view(bytes) : content, StrCat(path, ".id"));
+        }
+      }
       max_added = std::max<int64_t>(max_added, id);
       const int32_t index_in_added = static_cast<int32_t>(impl_.added.size());
-      impl_.added.push_back({std::string(content), id, special});
+      impl_.added.push_back({std::string(content), id, special, lstrip, rstrip, single_word});
       impl_.added_by_content.emplace(std::string(content), id);
-      (normalized ? impl_.normalized_trie : impl_.raw_trie).Add(content, index_in_added);
+      if (!normalized) {
+        impl_.raw_trie.Add(content, index_in_added);
+      } else if (impl_.normalizer.empty()) {
+        impl_.normalized_trie.Add(content, index_in_added);
+      } else {
+        // HF matches these in normalized text, so it normalizes their contents too.
+        const std::string n = impl_.normalizer.Apply(content);
+        if (!n.empty()) impl_.normalized_trie.Add(n, index_in_added);
+      }
       if (special) special_ids_.push_back(id);
     }
   }
@@ -687,6 +998,7 @@ class Loader {
       impl_.span_length[id] = decode_entries_[id].second;
     }
     for (int32_t id : special_ids_) impl_.special[id] = true;
+    if (need_text_) impl_.token_text.resize(n);
   }
 
   static constexpr uint32_t kUnset = ~uint32_t{0};
@@ -695,6 +1007,7 @@ class Loader {
   simdjson::dom::parser parser_;
   std::vector<std::pair<uint32_t, uint32_t>> decode_entries_;  // id -> (offset, length)
   std::vector<int32_t> special_ids_;
+  bool need_text_ = false;  // the decoder works on token strings (Impl::token_text)
 };
 
 }  // namespace
@@ -749,13 +1062,18 @@ std::vector<int32_t> Tokenizer::EncodeOrdinary(std::string_view text) const {
   return ids;
 }
 
-std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
-  std::string bytes;
-  for (int32_t id : ids) bytes.append(impl_->Bytes(id));
-  std::string text;
-  text.reserve(bytes.size());
-  utf8::AppendLossy(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), true, text);
-  return text;
+std::vector<int32_t> Tokenizer::EncodeWithTemplate(std::string_view text) const {
+  std::vector<int32_t> ids = impl_->post.prefix;
+  ids.reserve(text.size() / 4 + 1 + impl_->post.prefix.size() + impl_->post.suffix.size());
+  impl_->Encode(text, true, ids);
+  ids.insert(ids.end(), impl_->post.suffix.begin(), impl_->post.suffix.end());
+  return ids;
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids) const { return impl_->Decode(ids, false); }
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  return impl_->Decode(ids, skip_special_tokens);
 }
 
 std::string_view Tokenizer::TokenBytes(int32_t id) const { return impl_->Bytes(id); }
@@ -765,7 +1083,11 @@ std::optional<int32_t> Tokenizer::TokenId(std::string_view token) const {
     return it->second;
   }
   std::string bytes;
-  if (!Alphabet().ToBytes(token, bytes)) return std::nullopt;
+  if (!impl_->byte_level) {
+    bytes.assign(token);
+  } else if (!Alphabet().ToBytes(token, bytes)) {
+    return std::nullopt;
+  }
   const int32_t id = impl_->model.vocab().Find(bytes);
   if (id < 0) return std::nullopt;
   return id;

@@ -1,27 +1,38 @@
-// Byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json, exact to the
-// `tokenizers` library for the configurations it accepts (the gpt-oss o200k_harmony one among
-// them): Encode gives the ids of `tokenizer.encode(text).ids` and Decode the text of
-// `tokenizer.decode(ids, skip_special_tokens=False)`. tests/tokenizer_test.cpp checks both
-// against a golden corpus made by tools/make_tokenizer_golden.py.
+// BPE tokenizer loaded from a Hugging Face tokenizer.json, exact to the `tokenizers` library
+// for the configurations it accepts: gpt-oss's o200k_harmony and the pipelines of Llama 3,
+// Mistral (Metaspace or the legacy Prepend/Replace normalizer), Qwen2/2.5 and Qwen3.
+// EncodeWithTemplate gives the ids of `tokenizer.encode(text).ids`, Encode those of
+// `encode(text, add_special_tokens=False)`, Decode the text of `tokenizer.decode(ids,
+// skip_special_tokens)`. tests/tokenizer_test.cpp (o200k) and tests/tokenizer_families_test.cpp
+// (tools/make_family_tokenizers.py) check them against golden corpora.
 //
 // Pipeline, in HF's order:
-//   1. added tokens (`added_tokens`, e.g. <|start|>) are cut out of the raw text first:
-//      leftmost-longest matching, tokens with "normalized": false in a first pass and
-//      "normalized": true ones in the gaps left by it;
-//   2. each gap is pre-tokenized by the Split regex(es) (behavior Isolated; see split_regex.h),
-//      or by GPT-2's regex when the pre-tokenizer is ByteLevel with use_regex, and mapped to
-//      bytes (the ByteLevel step);
-//   3. each piece is looked up whole when the model has `ignore_merges`, otherwise (or when
-//      absent) BPE-merged by merge rank, leftmost first (bpe.h).
-// Decoding concatenates the bytes of the tokens (the ByteLevel decoder: a token spelled in
-// byte-level characters stands for those bytes, any other token, such as an added token with a
-// space in it, for its UTF-8 text) and replaces ill-formed UTF-8 with U+FFFD like Rust's
-// String::from_utf8_lossy.
+//   1. added tokens (`added_tokens`, e.g. <|start|>) with "normalized": false are cut out of
+//      the raw text (leftmost-longest, with their lstrip/rstrip/single_word flags);
+//   2. each gap is normalized (NFC, Prepend, Replace; pipeline.h) and "normalized": true
+//      tokens are cut out of it;
+//   3. what is left is pre-tokenized: Split regexes (behavior Isolated; split_regex.h),
+//      Metaspace, Digits, and ByteLevel, which makes the model byte-level (its vocabulary is
+//      keyed by the bytes the byte-level characters stand for; o200k stays on a fast path of
+//      Split steps only). Without ByteLevel the model works on characters, with unk and
+//      byte_fallback (bpe.h);
+//   4. each piece is looked up whole when the model has `ignore_merges`, otherwise (or when
+//      absent) BPE-merged by merge rank, leftmost first;
+//   5. EncodeWithTemplate adds the TemplateProcessing ids (ByteLevel post-processors do not
+//      change ids).
+// Decoding with the plain ByteLevel decoder concatenates the bytes of the tokens (a token
+// spelled in byte-level characters stands for those bytes, any other for its UTF-8 text) and
+// replaces ill-formed UTF-8 with U+FFFD like Rust's String::from_utf8_lossy; other decoders
+// (Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel in a Sequence) run HF's
+// decode_chain on the token strings.
 //
-// Everything else (normalizers, other models or pre-tokenizers, lstrip/rstrip/single_word
-// added tokens, truncation, padding, template post-processors, added-token ids other than
-// those `tokenizers` assigns when it loads the file) is refused at load time with a
-// tessera::Error naming the file and the key, rather than tokenized differently from HF.
+// Everything else (other normalizers, models, pre-tokenizers, processors or decoders, Split
+// behaviors other than Isolated, truncation, padding, added-token ids other than those
+// `tokenizers` assigns when it loads the file) is refused at load time with a tessera::Error
+// naming the file and the JSON path, rather than tokenized differently from HF.
+// tokenizer_config.json is not read: HF's LlamaTokenizerFast rebuilds the template from its
+// add_bos_token/add_eos_token, which the file's post-processor already states in the files
+// of these families.
 #pragma once
 
 #include <cstdint>
@@ -59,10 +70,17 @@ class Tokenizer {
   std::vector<int32_t> EncodeOrdinary(std::string_view text) const;
   // Appends instead of returning; `out` keeps its earlier contents.
   void Encode(std::string_view text, std::vector<int32_t>& out) const;
+  // As Encode, with the post-processor's template around the ids (Llama 3's
+  // <|begin_of_text|>, Mistral's <s>): HF encode(text, add_special_tokens=True). Encode is
+  // add_special_tokens=False, which is what rendered chat prompts need (their template writes
+  // the BOS text itself).
+  std::vector<int32_t> EncodeWithTemplate(std::string_view text) const;
 
   // The text of `ids`, ill-formed UTF-8 replaced by U+FFFD. Throws tessera::Error for an id
   // with no token (HF silently skips those).
   std::string Decode(std::span<const int32_t> ids) const;
+  // HF decode(ids, skip_special_tokens): with true, tokens marked "special" are left out.
+  std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
   // The bytes one token decodes to (possibly a fragment of a UTF-8 sequence). Throws for an
   // id with no token.
   std::string_view TokenBytes(int32_t id) const;
@@ -92,8 +110,11 @@ class Tokenizer {
 
 // Turns a stream of token ids into text pieces for streaming output. Every piece is valid
 // UTF-8: bytes of a character split across tokens are held back until it is complete, and
-// ill-formed bytes become U+FFFD as soon as they are known to be ill-formed. The concatenation
-// of all pieces (including Flush) equals tokenizer.Decode(all ids).
+// ill-formed bytes become U+FFFD as soon as they are known to be ill-formed. With the ByteLevel
+// decoder the concatenation of all pieces (including Flush) equals tokenizer.Decode(all ids);
+// with other decoders each token contributes Decoder::TokenBytes (pipeline.h), which differs
+// from Decode in whole-text effects (Strip of the first space, Metaspace's first token, one
+// U+FFFD per byte of an invalid byte-fallback run).
 class IncrementalDecoder {
  public:
   explicit IncrementalDecoder(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}

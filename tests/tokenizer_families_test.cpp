@@ -1,0 +1,128 @@
+// Tokenizers of the dense families (Llama 3, Mistral, Qwen2/2.5, Qwen3) and component variants:
+// exact agreement with Hugging Face `tokenizers` on tests/data/tokenizer/families/*/golden.jsonl,
+// made by tools/make_family_tokenizers.py from small tokenizers built with each family's
+// pipeline JSON (normalizers, pre-tokenizers, post-processors, decoders, byte_fallback,
+// added-token flags).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+namespace {
+
+using Ids = std::vector<int32_t>;
+using json = nlohmann::json;
+
+std::string FamilyDir(const std::string& name) { return std::string(TESSERA_TEST_DATA) + "/tokenizer/families/" + name; }
+
+std::vector<json> ReadGolden(const std::string& name) {
+  std::ifstream in(FamilyDir(name) + "/golden.jsonl");
+  EXPECT_TRUE(in.good()) << name;
+  std::vector<json> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) lines.push_back(json::parse(line));
+  }
+  return lines;
+}
+
+std::string Quote(const std::string& s) { return json(s).dump(); }
+
+struct Tally {
+  int encode = 0, decode = 0, failures = 0;
+};
+
+// Compares one golden file; reports at most a few mismatches per kind in detail.
+Tally CheckFamily(const std::string& name) {
+  const Tokenizer tok = Tokenizer::FromModelDir(FamilyDir(name));
+  const auto lines = ReadGolden(name);
+  Tally t;
+  if (lines.empty() || lines[0]["kind"] != "meta") {
+    ADD_FAILURE() << name << ": no meta line";
+    return t;
+  }
+  int reported = 0;
+  const auto fail = [&](size_t line, const std::string& what, const std::string& detail) {
+    ++t.failures;
+    if (++reported <= 8) ADD_FAILURE() << name << " line " << line + 1 << ": " << what << " " << detail;
+  };
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const json& e = lines[i];
+    const Ids ids = e["ids"].get<Ids>();
+    if (e["kind"] == "encode") {
+      ++t.encode;
+      const std::string text = e["text"];
+      const Ids plain = e.contains("plain_ids") ? e["plain_ids"].get<Ids>() : ids;
+      const Ids ordinary = e.contains("ordinary_ids") ? e["ordinary_ids"].get<Ids>() : plain;
+      const std::string decoded = e.contains("decoded") ? e["decoded"].get<std::string>() : text;
+      const std::string decoded_skip = e.contains("decoded_skip") ? e["decoded_skip"].get<std::string>() : decoded;
+      if (tok.EncodeWithTemplate(text) != ids) fail(i, "EncodeWithTemplate", Quote(text));
+      if (tok.Encode(text) != plain) fail(i, "Encode", Quote(text));
+      if (tok.EncodeOrdinary(text) != ordinary) fail(i, "EncodeOrdinary", Quote(text));
+      if (tok.Decode(ids) != decoded) fail(i, "Decode", Quote(decoded) + " got " + Quote(tok.Decode(ids)));
+      if (tok.Decode(ids, true) != decoded_skip) {
+        fail(i, "Decode(skip)", Quote(decoded_skip) + " got " + Quote(tok.Decode(ids, true)));
+      }
+    } else {
+      ++t.decode;
+      const std::string text = e["text"], text_skip = e["text_skip"];
+      if (tok.Decode(ids) != text) fail(i, "Decode", Quote(text) + " got " + Quote(tok.Decode(ids)));
+      if (tok.Decode(ids, true) != text_skip) fail(i, "Decode(skip)", Quote(text_skip) + " got " + Quote(tok.Decode(ids, true)));
+    }
+  }
+  EXPECT_EQ(t.encode, lines[0]["encode_cases"].get<int>()) << name;
+  EXPECT_EQ(t.decode, lines[0]["decode_cases"].get<int>()) << name;
+  return t;
+}
+
+class FamilyGolden : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FamilyGolden, MatchesHuggingFace) {
+  const Tally t = CheckFamily(GetParam());
+  EXPECT_GE(t.encode, 300);
+  EXPECT_GE(t.decode, 100);
+  EXPECT_EQ(t.failures, 0) << GetParam() << ": " << t.failures << " mismatches over " << t.encode << " texts and "
+                           << t.decode << " id sequences";
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizer, FamilyGolden,
+                         ::testing::Values("llama3", "qwen2", "qwen3", "mistral", "mistral_legacy", "flags", "misc",
+                                           "misc_bytelevel"));
+
+TEST(TokenizerFamilies, TemplatesAndSpecialTokens) {
+  const Tokenizer llama = Tokenizer::FromModelDir(FamilyDir("llama3"));
+  const int32_t bos = llama.RequireTokenId("<|begin_of_text|>");
+  EXPECT_EQ(llama.EncodeWithTemplate(""), Ids{bos});
+  EXPECT_TRUE(llama.Encode("").empty());
+  EXPECT_TRUE(llama.IsSpecial(bos));
+
+  const Tokenizer mistral = Tokenizer::FromModelDir(FamilyDir("mistral"));
+  EXPECT_EQ(mistral.RequireTokenId("<s>"), 1);
+  EXPECT_EQ(mistral.EncodeWithTemplate("")[0], 1);
+  // Byte tokens are plain vocabulary entries, spelled in UTF-8 (not byte-level characters).
+  EXPECT_TRUE(mistral.TokenId("<0x0A>").has_value());
+  EXPECT_EQ(mistral.TokenBytes(*mistral.TokenId("<0x0A>")), "\n");
+  // Metaspace "first": no "▁" after a leading added token.
+  const Ids inst_hello = mistral.Encode("[INST]Hello");
+  const Ids spaced = mistral.Encode("[INST] Hello");
+  EXPECT_NE(inst_hello, spaced);
+
+  const Tokenizer qwen = Tokenizer::FromModelDir(FamilyDir("qwen3"));
+  // NFC before pre-tokenization: decomposed and composed forms encode alike.
+  EXPECT_EQ(qwen.Encode("cafe\u0301"), qwen.Encode("caf\u00e9"));
+  EXPECT_EQ(llama.Encode("cafe\u0301") == llama.Encode("caf\u00e9"), false);
+  // Non-special added tokens survive skip_special_tokens.
+  const Ids think = qwen.Encode("<think>x</think><|im_end|>");
+  EXPECT_EQ(qwen.Decode(think, true), "<think>x</think>");
+  EXPECT_FALSE(qwen.IsSpecial(qwen.RequireTokenId("<think>")));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/pipeline.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace tessera {
 namespace {
@@ -122,6 +124,65 @@ TEST(TokenizerFamilies, TemplatesAndSpecialTokens) {
   const Ids think = qwen.Encode("<think>x</think><|im_end|>");
   EXPECT_EQ(qwen.Decode(think, true), "<think>x</think>");
   EXPECT_FALSE(qwen.IsSpecial(qwen.RequireTokenId("<think>")));
+}
+
+// Streaming: exact for ByteLevel decoders; with Mistral's decoder every piece is still valid
+// UTF-8 and the text differs from Decode only by whole-text effects (see tokenizer.h).
+TEST(TokenizerFamilies, StreamingDecode) {
+  for (const char* name : {"llama3", "qwen2", "qwen3", "mistral"}) {
+    const Tokenizer tok = Tokenizer::FromModelDir(FamilyDir(name));
+    const bool exact = std::string(name) != "mistral";
+    for (const json& e : ReadGolden(name)) {
+      if (e["kind"] != "encode") continue;
+      const Ids ids = e["ids"].get<Ids>();
+      IncrementalDecoder stream(tok);
+      std::string text;
+      for (int32_t id : ids) {
+        const std::string piece = stream.Add(id);
+        ASSERT_EQ(utf8::FindInvalid(piece), piece.size()) << name;
+        text += piece;
+      }
+      text += stream.Flush();
+      if (exact) {
+        EXPECT_EQ(text, tok.Decode(ids)) << name << " " << Quote(e["text"]);
+      }
+    }
+  }
+}
+
+TEST(TokenizerFamilies, ComponentEdgeCases) {
+  // u8::from_str_radix rules, as HF's ByteFallback decoder.
+  EXPECT_EQ(ByteFallbackValue("<0x0A>"), 0x0A);
+  EXPECT_EQ(ByteFallbackValue("<0xfe>"), 0xFE);
+  EXPECT_EQ(ByteFallbackValue("<0x+A>"), 0x0A);
+  EXPECT_EQ(ByteFallbackValue("<0xG0>"), -1);
+  EXPECT_EQ(ByteFallbackValue("<0x0A"), -1);
+  Decoder d;
+  Decoder::Step fallback{};
+  fallback.kind = Decoder::Step::Kind::kByteFallback;
+  d.steps.push_back(fallback);
+  // A valid run becomes its text, an invalid one one U+FFFD per byte.
+  EXPECT_EQ(d.Decode({"<0xC3>", "<0xA9>", "x"}), "\u00e9x");
+  EXPECT_EQ(d.Decode({"<0xE2>", "<0x82>", "x", "<0xFF>"}), "\uFFFD\uFFFDx\uFFFD");
+  Decoder::Step strip{};
+  strip.kind = Decoder::Step::Kind::kStrip;
+  strip.content = " ";
+  strip.start = 1;
+  strip.stop = 1;
+  d.steps = {strip};
+  EXPECT_EQ(d.Decode({"  a ", " ", "b"}), " ab");  // HF panics on " "; empty here
+  Decoder::Step meta{};
+  meta.kind = Decoder::Step::Kind::kMetaspace;
+  meta.replacement = U'\u2581';
+  meta.strip_first = true;
+  d.steps = {meta};
+  EXPECT_EQ(d.Decode({"\u2581a\u2581b", "\u2581c"}), "ab c");  // every "▁" of the first token goes
+  EXPECT_EQ(ReplaceAll("a  b", nullptr, " ", "\u2581"), "a\u2581\u2581b");
+  EXPECT_TRUE(IsRustWhitespace(U'\u3000'));
+  EXPECT_FALSE(IsRustWhitespace(U'\u200B'));
+  EXPECT_TRUE(IsRustNumeric(U'\u0663'));
+  EXPECT_TRUE(IsRustWordChar(U'_'));
+  EXPECT_FALSE(IsRustWordChar(U'-'));
 }
 
 }  // namespace

@@ -31,6 +31,10 @@ The text corpus is that of tests/data/tokenizer/golden.jsonl (made by make_token
 prose, code, numbers, whitespace runs, CJK, emoji, combining marks, RTL, CRLF, random strings...)
 plus family-specific texts with special-token strings, leading spaces and NFC-sensitive forms.
 
+The BPE trainer breaks frequency ties in hash-map order, so a rerun may train slightly
+different vocabularies; each golden file is made from the tokenizer.json saved next to it, so
+commit a variant's files together.
+
 Usage: tools/.venv/bin/python tools/make_family_tokenizers.py   (tokenizers==0.22.2)
 """
 import json

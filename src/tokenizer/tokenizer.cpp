@@ -205,14 +205,34 @@ struct Tokenizer::Impl {
   int32_t vocab_size() const { return static_cast<int32_t>(span_offset.size()); }
   bool Contains(int32_t id) const { return id >= 0 && id < vocab_size() && span_offset[id] != kAbsent; }
 
-  std::string_view Bytes(int32_t id) const {
+  // Always inlined: it is the whole per-token work of Decode and IncrementalDecoder.
+  [[gnu::always_inline]] std::string_view Bytes(int32_t id) const {
     if (!Contains(id)) {
       Fail(source, ": token id ", id, " is not in the vocabulary (", vocab_size(), " ids)");
     }
-    return std::string_view(decode_bytes).substr(span_offset[id], span_length[id]);
+    return std::string_view(decode_bytes.data() + span_offset[id], span_length[id]);  // in range by construction
   }
 
+  // The fast path (Split steps only, byte-level model) calls this. It must inline into the
+  // Split loop, vector append included: emplace_back, a different instantiation from the
+  // push_back used all over this file, which GCC stops inlining once it has enough callers.
   void EncodePiece(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const {
+    if (ignore_merges && piece.size() <= max_token_bytes) {
+      const int32_t id = model.vocab().Find(piece);
+      if (id >= 0) {
+        out.emplace_back(id);
+        return;
+      }
+    }
+    model.Merge(piece, scratch, out);
+  }
+
+  // Any model (the general pipeline).
+  void EncodeAnyPiece(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const {
+    if (byte_level) {
+      EncodePiece(piece, scratch, out);
+      return;
+    }
     if (ignore_merges && piece.size() <= max_token_bytes) {
       const int32_t id = model.vocab().Find(piece);
       if (id >= 0) {
@@ -220,11 +240,7 @@ struct Tokenizer::Impl {
         return;
       }
     }
-    if (byte_level) {
-      model.Merge(piece, scratch, out);
-    } else {
-      model.MergeChars(piece, scratch, out);
-    }
+    model.MergeChars(piece, scratch, out);
   }
 
   void PreTokenize(std::string_view text, size_t level, BpeScratch& scratch, std::vector<int32_t>& out) const {
@@ -243,7 +259,7 @@ struct Tokenizer::Impl {
       PreTokenize(text, 0, scratch, out);
       return;
     }
-    pipeline.Run(text, at_origin, [&](std::string_view piece) { EncodePiece(piece, scratch, out); });
+    pipeline.Run(text, at_origin, [&](std::string_view piece) { EncodeAnyPiece(piece, scratch, out); });
   }
 
   // Cuts `text` at the added tokens of `trie`; gaps go to gap(text, starts_at_0), matched ids
@@ -334,9 +350,13 @@ struct Tokenizer::Impl {
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const {
     if (decoder.IsByteLevelOnly()) {
       std::string bytes;
-      for (int32_t id : ids) {
-        const std::string_view b = Bytes(id);
-        if (!skip_special || !special[id]) bytes.append(b);
+      if (!skip_special) {
+        for (int32_t id : ids) bytes.append(Bytes(id));
+      } else {
+        for (int32_t id : ids) {
+          const std::string_view b = Bytes(id);
+          if (!special[id]) bytes.append(b);
+        }
       }
       std::string text;
       text.reserve(bytes.size());

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,76 @@ TEST(TokenizerFamilies, TemplatesAndSpecialTokens) {
   const Ids think = qwen.Encode("<think>x</think><|im_end|>");
   EXPECT_EQ(qwen.Decode(think, true), "<think>x</think>");
   EXPECT_FALSE(qwen.IsSpecial(qwen.RequireTokenId("<think>")));
+}
+
+json RandomValue(std::mt19937& rng) {
+  switch (rng() % 10) {
+    case 0: return nullptr;
+    case 1: return rng() % 2 == 0;
+    case 2: return static_cast<int64_t>(rng() % 300) - 5;
+    case 3: return int64_t{1} << (20 + rng() % 43);
+    case 4: return "\u2581";
+    case 5: return "<s>";
+    case 6: return "Sequence";
+    case 7: return json::array();
+    case 8: return "";
+    default: return json::object();
+  }
+}
+
+void Mutate(json& node, std::mt19937& rng) {
+  if (!(node.is_object() || node.is_array()) || node.empty() || rng() % 5 == 0) {
+    node = RandomValue(rng);
+    return;
+  }
+  auto it = node.begin();
+  std::advance(it, rng() % node.size());
+  if (rng() % 6 == 0) {
+    node.erase(it);
+  } else {
+    Mutate(*it, rng);
+  }
+}
+
+// Structural corruptions of the pipeline sections of every family file: each either loads
+// and tokenizes (valid UTF-8 out) or fails with a one-line error naming the file.
+TEST(TokenizerFamilies, CorruptPipelinesAreRejectedOrWork) {
+  std::mt19937 rng(77);
+  int loaded = 0, rejected = 0;
+  const char* sections[] = {"normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens", "model"};
+  for (const char* name : {"llama3", "qwen3", "mistral", "mistral_legacy", "flags", "misc", "misc_bytelevel"}) {
+    std::ifstream in(FamilyDir(name) + "/tokenizer.json");
+    const json base = json::parse(in);
+    for (int round = 0; round < 150; ++round) {
+      json j = base;
+      const char* section = sections[rng() % 6];
+      if (j[section].is_null()) {
+        j[section] = RandomValue(rng);
+      } else {
+        Mutate(j[section], rng);
+      }
+      try {
+        const Tokenizer tok = Tokenizer::FromJson(j.dump(), "corrupt.json");
+        const std::string sample = "<s>[INST] h\u00e9llo  \u2581x 123 \xF0\x9F\x98\x80 caf\u00e9 <|im_end|>\n";
+        for (const Ids& ids : {tok.EncodeWithTemplate(sample), tok.EncodeOrdinary(sample)}) {
+          try {
+            const std::string text = tok.Decode(ids, rng() % 2 == 0);
+            EXPECT_EQ(utf8::FindInvalid(text), text.size());
+          } catch (const Error& e) {  // a template id with no token
+            EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+          }
+        }
+        ++loaded;
+      } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_EQ(msg.rfind("corrupt.json: ", 0), 0u) << msg;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+        ++rejected;
+      }
+    }
+  }
+  EXPECT_GT(rejected, 200);
+  EXPECT_GT(loaded, 50);
 }
 
 // Streaming: exact for ByteLevel decoders; with Mistral's decoder every piece is still valid

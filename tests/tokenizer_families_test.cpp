@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -218,6 +219,32 @@ TEST(TokenizerFamilies, StreamingDecode) {
         EXPECT_EQ(text, tok.Decode(ids)) << name << " " << Quote(e["text"]);
       }
     }
+  }
+}
+
+// One tokenizer shared by several threads gives the single-thread ids (the general pipeline,
+// NFC and the regexes keep no shared mutable state).
+TEST(TokenizerFamilies, ConcurrentEncodeAgrees) {
+  for (const char* name : {"mistral", "qwen3", "flags"}) {
+    const Tokenizer tok = Tokenizer::FromModelDir(FamilyDir(name));
+    std::vector<std::string> texts;
+    for (const json& e : ReadGolden(name)) {
+      if (e["kind"] == "encode") texts.push_back(e["text"]);
+    }
+    std::vector<Ids> expected;
+    for (const std::string& t : texts) expected.push_back(tok.EncodeWithTemplate(t));
+    std::vector<int> mismatches(4, 0);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 4; ++k) {
+      threads.emplace_back([&, k] {
+        for (size_t i = k; i < texts.size() * 2; i += 3) {
+          const size_t j = i % texts.size();
+          if (tok.EncodeWithTemplate(texts[j]) != expected[j]) ++mismatches[k];
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int m : mismatches) EXPECT_EQ(m, 0) << name;
   }
 }
 

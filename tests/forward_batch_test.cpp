@@ -20,13 +20,6 @@ namespace {
 
 const std::string kGoldenDir = std::string(TESSERA_TEST_DATA) + "/gpt_oss_golden/";
 
-std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab) - 1);
-  std::vector<int32_t> out(n);
-  for (auto& t : out) t = dist(rng);
-  return out;
-}
 
 struct Case {
   std::vector<int32_t> history;  // already in the cache

@@ -47,6 +47,7 @@
 #include "io/safetensors.h"
 #include "model/gpt_oss_model.h"
 #include "model/synth.h"
+#include "test_util.h"
 
 namespace tessera {
 namespace {
@@ -200,22 +201,6 @@ std::vector<int32_t> TopKSet(const float* r, int64_t E, int64_t K) {
   return order;
 }
 
-double Kl(const float* p_logits, const float* q_logits, int64_t n) {
-  auto log_softmax = [n](const float* l, std::vector<double>& out) {
-    const double mx = *std::max_element(l, l + n);
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(l[i] - mx);
-    const double lse = mx + std::log(sum);
-    out.resize(n);
-    for (int64_t i = 0; i < n; ++i) out[i] = l[i] - lse;
-  };
-  std::vector<double> lp, lq;
-  log_softmax(p_logits, lp);
-  log_softmax(q_logits, lq);
-  double kl = 0.0;
-  for (int64_t i = 0; i < n; ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
-  return kl;
-}
 
 Metrics Compare(const ModelConfig& c, const Teacher& ref, const Teacher& got, const std::vector<int32_t>& ref_greedy,
                 const std::vector<float>& ref_greedy_rows, const std::vector<int32_t>& got_greedy) {
@@ -246,7 +231,7 @@ Metrics Compare(const ModelConfig& c, const Teacher& ref, const Teacher& got, co
     for (int64_t v = 0; v < V; ++v) err = std::max(err, static_cast<double>(std::fabs(g[v] - r[v])));
     const bool same = std::max_element(r, r + V) == r + (std::max_element(g, g + V) - g);
     max_err = std::max(max_err, err);
-    kl += Kl(r, g, V);
+    kl += KlDivergence(r, g, V);
     top1 += same;
     if (clean[t]) {
       ++clean_n;
@@ -449,7 +434,7 @@ void RunSweep(Family family, std::span<const Variant> variants, bool check_exact
             const Teacher got = TeacherForced(*fast, prompt);
             const int64_t V = kVocab, T = s.prompt;
             double kl = 0;
-            for (int64_t t = 0; t < T; ++t) kl += Kl(&ref.logits[t * V], &got.logits[t * V], V);
+            for (int64_t t = 0; t < T; ++t) kl += KlDivergence(&ref.logits[t * V], &got.logits[t * V], V);
             std::printf(" %.3g", kl / static_cast<double>(T));
           }
           std::printf("\n");

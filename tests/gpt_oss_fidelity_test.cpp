@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "io/npy.h"
 #include "model/gpt_oss_model.h"
+#include "test_util.h"
 
 namespace tessera {
 namespace {
@@ -42,23 +43,6 @@ class GptOssFidelity : public ::testing::TestWithParam<FidelityCase> {};
 
 int32_t Argmax(const float* v, int64_t n) { return static_cast<int32_t>(std::max_element(v, v + n) - v); }
 
-// KL(p || q) of the softmax distributions of two logit rows.
-double Kl(const float* p_logits, const float* q_logits, int64_t n) {
-  auto log_softmax = [n](const float* l, std::vector<double>& out) {
-    const double mx = *std::max_element(l, l + n);
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(l[i] - mx);
-    const double lse = mx + std::log(sum);
-    out.resize(n);
-    for (int64_t i = 0; i < n; ++i) out[i] = l[i] - lse;
-  };
-  std::vector<double> lp, lq;
-  log_softmax(p_logits, lp);
-  log_softmax(q_logits, lq);
-  double kl = 0.0;
-  for (int64_t i = 0; i < n; ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
-  return kl;
-}
 
 TEST_P(GptOssFidelity, FastPathStaysWithinDocumentedBounds) {
   const FidelityCase fc = GetParam();
@@ -83,7 +67,7 @@ TEST_P(GptOssFidelity, FastPathStaysWithinDocumentedBounds) {
     const float* got = &logits[t * V];
     const float* want = &ref.data[t * V];
     for (int64_t v = 0; v < V; ++v) max_err = std::max(max_err, static_cast<double>(std::fabs(got[v] - want[v])));
-    kl_sum += Kl(want, got, V);
+    kl_sum += KlDivergence(want, got, V);
     top1 += Argmax(got, V) == Argmax(want, V);
   }
   const double rel = max_err / max_ref, kl = kl_sum / T, agree = static_cast<double>(top1) / T;

@@ -71,13 +71,6 @@ TEST(KvCacheLimits, RefusesWhatMemoryCannotHoldNamingTheBytes) {
   EXPECT_EQ(cache.bytes(), before);  // unchanged
 }
 
-std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab) - 1);
-  std::vector<int32_t> out(n);
-  for (auto& t : out) t = dist(rng);
-  return out;
-}
 
 class KvCacheTransactions : public ::testing::Test {
  protected:

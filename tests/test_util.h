@@ -3,7 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -22,6 +29,44 @@ std::string ErrorOf(F&& f) {
   }
   ADD_FAILURE() << "no error thrown";
   return "";
+}
+
+// n token ids uniform in [0, vocab), the same for the same seed.
+inline std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab) - 1);
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (auto& t : out) t = dist(rng);
+  return out;
+}
+
+// Prompt then greedy continuation of a golden checkpoint (tests/data/gpt_oss_golden/NAME/
+// golden.json): the sequence whose transformers logits are its logits.npy.
+inline std::vector<int32_t> GoldenSequence(const std::string& name) {
+  std::ifstream in(std::string(TESSERA_TEST_DATA) + "/gpt_oss_golden/" + name + "/golden.json");
+  const auto j = nlohmann::json::parse(in);
+  std::vector<int32_t> seq = j.at("prompt_ids").get<std::vector<int32_t>>();
+  const auto greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
+  seq.insert(seq.end(), greedy.begin(), greedy.end());
+  return seq;
+}
+
+// KL(p || q) of the softmax distributions of two logit rows of n entries, in double.
+inline double KlDivergence(const float* p_logits, const float* q_logits, int64_t n) {
+  auto log_softmax = [n](const float* l, std::vector<double>& out) {
+    const double mx = *std::max_element(l, l + n);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(l[i] - mx);
+    const double lse = mx + std::log(sum);
+    out.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out[i] = l[i] - lse;
+  };
+  std::vector<double> lp, lq;
+  log_softmax(p_logits, lp);
+  log_softmax(q_logits, lq);
+  double kl = 0.0;
+  for (int64_t i = 0; i < n; ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+  return kl;
 }
 
 }  // namespace tessera

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "dist/tp_group.h"
 #include "dist_test_util.h"
+#include "test_util.h"
 #include "model/gpt_oss_model.h"
 #include "copying_model.h"
 #include "engine/generator.h"
@@ -30,14 +31,6 @@ using dist_test::DistTest;
 
 const std::string kGoldenDir = std::string(TESSERA_TEST_DATA) + "/gpt_oss_golden/";
 
-std::vector<int32_t> GoldenSequence(const std::string& model) {
-  std::ifstream in(kGoldenDir + model + "/golden.json");
-  const auto j = nlohmann::json::parse(in);
-  std::vector<int32_t> seq = j.at("prompt_ids").get<std::vector<int32_t>>();
-  const auto greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
-  seq.insert(seq.end(), greedy.begin(), greedy.end());
-  return seq;
-}
 
 // Whether the model's heads, key/value heads and (expert-parallel) experts split over P ranks;
 // tensor-parallel experts split any expert count.
@@ -148,7 +141,7 @@ TEST_F(TpModelTest, SpeculationFollowsRankZero) {
   const auto one = GptOssModel::Load(dir);
   const GenerationResult plain = generate(*one, {});
   const int64_t K = 8;
-  SpecOptions spec{.method = SpecMethod::kNgram, .k = K, .min_n = 1, .max_n = 3, .adaptive = true};
+  SpecOptions spec{.method = SpecMethod::kNgram, .k = K, .min_n = 1, .max_n = 3, .adaptive = true, .cost = {}};
   spec.cost.assign(K + 1, world.rank() == 0 ? 1.0 : 100.0);
   spec.cost[0] = 1.0;
   if (Splits(one->config(), P, TpExperts::kTensor)) {

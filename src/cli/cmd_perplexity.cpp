@@ -46,10 +46,8 @@ void RunPerplexity(const PerplexityArgs& a) {
     if (!prints) return;
     std::fprintf(stderr, "[%lld/%lld] %lld tokens scored, ppl %.4f +/- %.4f, %.1f tokens/s\n",
                  static_cast<long long>(done), static_cast<long long>(total), static_cast<long long>(so_far.scored),
-                 so_far.perplexity(), so_far.perplexity_stderr(),
-                 so_far.seconds > 0 ? so_far.scored / so_far.seconds : 0.0);
+                 so_far.perplexity(), so_far.perplexity_stderr(), so_far.tokens_per_second());
   });
-  const double tok_s = r.seconds > 0 ? static_cast<double>(r.scored) / r.seconds : 0.0;
   if (!prints) return;
   if (a.json) {
     const nlohmann::json out = {{"file", a.file},
@@ -63,7 +61,7 @@ void RunPerplexity(const PerplexityArgs& a) {
                                 {"perplexity", r.perplexity()},
                                 {"perplexity_stderr", r.perplexity_stderr()},
                                 {"seconds", r.seconds},
-                                {"tokens_per_second", tok_s}};
+                                {"tokens_per_second", r.tokens_per_second()}};
     std::printf("%s\n", out.dump().c_str());
     return;
   }
@@ -71,7 +69,7 @@ void RunPerplexity(const PerplexityArgs& a) {
               "%lld, %.1f tokens/s\n",
               r.perplexity(), r.perplexity_stderr(), r.mean_nll, r.nll_stderr, static_cast<long long>(r.scored),
               static_cast<long long>(r.tokens), static_cast<long long>(r.windows), static_cast<long long>(a.context),
-              tok_s);
+              r.tokens_per_second());
 }
 
 }  // namespace

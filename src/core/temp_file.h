@@ -22,7 +22,6 @@ class TempFile {
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
 
-  const std::string& temp_path() const { return tmp_; }
   void Write(const void* data, size_t size);
   // fsync, close and rename over `path`. Throws tessera::Error on failure (the temporary file
   // is then removed by the destructor).

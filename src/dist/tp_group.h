@@ -15,9 +15,9 @@ class MpiTensorParallelGroup final : public TensorParallelGroup {
   explicit MpiTensorParallelGroup(Communicator comm, CollectiveMatmulOptions options = {});
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
+  int64_t BroadcastFromFirst(int64_t value) override;
   // All-gather, then every rank adds the P blocks in rank order: the same bits everywhere,
   // which MPI_Allreduce does not promise.
-  int64_t BroadcastFromFirst(int64_t value) override;
   void AllReduceSum(float* data, size_t count) override;
   void AllGather(const float* data, size_t count, float* out) override;
   void ReduceScatterSum(const float* data, size_t count, float* out) override;

@@ -37,6 +37,7 @@ struct PerplexityResult {
   double seconds = 0.0;     // time in the forward passes and scoring
   double perplexity() const;
   double perplexity_stderr() const;
+  double tokens_per_second() const { return seconds > 0 ? static_cast<double>(scored) / seconds : 0.0; }
 };
 
 // `on_window(done, total, result so far)` after each window (progress). Throws tessera::Error

@@ -41,10 +41,6 @@ void CheckJsonNesting(std::string_view text, const std::string& source, int max_
   }
 }
 
-nlohmann::json ReadJsonFile(const std::string& path, size_t max_bytes) {
-  return ParseJsonText(ReadBoundedFile(path, max_bytes), path);
-}
-
 nlohmann::json ParseJsonText(std::string_view text, const std::string& source) {
   CheckJsonNesting(text, source);
   // nlohmann keeps the last of duplicate keys silently; a duplicate in a model file is a

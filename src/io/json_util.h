@@ -34,9 +34,6 @@ void CheckJsonNesting(std::string_view text, const std::string& source, int max_
 // the last one silently).
 nlohmann::json ParseJsonText(std::string_view text, const std::string& source);
 
-// ReadBoundedFile then ParseJsonText, naming `path`.
-nlohmann::json ReadJsonFile(const std::string& path, size_t max_bytes);
-
 // The kind of a JSON value for messages: "null", "boolean", "integer", "number", "string",
 // "array", "object".
 const char* JsonKindName(const nlohmann::json& value);

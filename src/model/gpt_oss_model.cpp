@@ -706,15 +706,22 @@ void GptOssModel::ForwardBatch(std::span<const ForwardSequence> batch) const {
     }
   }
   std::vector<SequenceRows> rows_of;
+  // The rows whose logits are wanted, in batch order (one lm_head pass over all of them), and
+  // the vectors they go to with their row counts.
+  std::vector<int64_t> wanted;
+  std::vector<std::pair<std::vector<float>*, int64_t>> receivers;
   int64_t T = 0;
   for (const ForwardSequence& s : batch) {
     if (s.start < s.cache->length()) s.cache->Truncate(s.start);
     const int64_t n = static_cast<int64_t>(s.tokens.size());
-    if (n == 0) {
-      s.logits->clear();
-      continue;
-    }
+    if (n == 0 || s.mode == LogitsMode::kNone) s.logits->clear();
+    if (n == 0) continue;
     rows_of.push_back({T, n, s.start, s.cache});
+    if (s.mode != LogitsMode::kNone) {
+      const int64_t first = s.mode == LogitsMode::kAll ? T : T + n - 1;
+      for (int64_t row = first; row < T + n; ++row) wanted.push_back(row);
+      receivers.push_back({s.logits, T + n - first});
+    }
     T += n;
   }
   if (T == 0) return;
@@ -760,35 +767,11 @@ void GptOssModel::ForwardBatch(std::span<const ForwardSequence> batch) const {
     tp->AllGather(x.data(), own * H, all.data());
     x.swap(all);
   }
-  // The rows whose logits are wanted, in batch order: one lm_head pass over all of them.
-  std::vector<int64_t> wanted;
-  {
-    size_t next = 0;
-    for (const ForwardSequence& s : batch) {
-      if (s.tokens.empty()) continue;
-      const SequenceRows& r = rows_of[next++];
-      if (s.mode == LogitsMode::kAll) {
-        for (int64_t t = 0; t < r.rows; ++t) wanted.push_back(r.row0 + t);
-      } else if (s.mode == LogitsMode::kLast) {
-        wanted.push_back(r.row0 + r.rows - 1);
-      } else {
-        s.logits->clear();
-      }
-    }
-  }
   if (wanted.empty()) return;
   const int64_t rows = static_cast<int64_t>(wanted.size());
   // With one sequence wanting logits (every unbatched call) they are written in place.
-  const ForwardSequence* only = nullptr;
-  int wanting = 0;
-  for (const ForwardSequence& s : batch) {
-    if (!s.tokens.empty() && s.mode != LogitsMode::kNone) {
-      only = &s;
-      ++wanting;
-    }
-  }
   std::vector<float> batched;
-  std::vector<float>& out = wanting == 1 ? *only->logits : batched;
+  std::vector<float>& out = receivers.size() == 1 ? *receivers.front().first : batched;
   out.resize(rows * V);
   std::vector<float> picked(rows * H), h(rows * H);
   for (int64_t i = 0; i < rows; ++i) std::memcpy(&picked[i * H], &x[wanted[i] * H], H * sizeof(float));
@@ -808,13 +791,11 @@ void GptOssModel::ForwardBatch(std::span<const ForwardSequence> batch) const {
       }
     }
   }
-  if (wanting == 1) return;
+  if (receivers.size() == 1) return;
   // Hand each sequence its rows.
   int64_t taken = 0;
-  for (const ForwardSequence& s : batch) {
-    if (s.tokens.empty() || s.mode == LogitsMode::kNone) continue;
-    const int64_t n = s.mode == LogitsMode::kAll ? static_cast<int64_t>(s.tokens.size()) : 1;
-    s.logits->assign(out.begin() + taken * V, out.begin() + (taken + n) * V);
+  for (const auto& [logits, n] : receivers) {
+    logits->assign(out.begin() + taken * V, out.begin() + (taken + n) * V);
     taken += n;
   }
 }

@@ -56,28 +56,26 @@ void KvCache::Reserve(int64_t positions) {
   if (positions > context_) {
     Fail("KV cache: ", positions, " positions exceed the context size ", context_);
   }
-  // Full layers grow geometrically (amortised copies); rings are allocated whole at first use.
+  // Slots per layer after growing, and the bytes that adds: exactly what `positions` needs, or
+  // with slack (full layers grow geometrically for amortised copies, rings whole at first use).
   std::vector<int64_t> target(layers_.size());
-  uint64_t more = 0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& l = layers_[i];
-    const int64_t needed = std::min(positions, l.capacity);
-    target[i] = l.allocated;
-    if (needed <= l.allocated) continue;
-    target[i] = l.sliding ? l.capacity : std::min(l.capacity, std::max(needed, 2 * l.allocated));
-    more += 2 * static_cast<uint64_t>(target[i] - l.allocated) * RowBytes();
-  }
-  if (more == 0) return;
-  const uint64_t available = AvailableMemoryBytes();
-  if (more > available) {
-    // Retry without the geometric slack before refusing.
-    more = 0;
+  const auto plan = [&](bool exact) {
+    uint64_t added = 0;
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& l = layers_[i];
-      target[i] = std::max(l.allocated, std::min(positions, l.capacity));
-      more += 2 * static_cast<uint64_t>(target[i] - l.allocated) * RowBytes();
+      const int64_t needed = std::min(positions, l.capacity);
+      target[i] = l.allocated;
+      if (needed > l.allocated) {
+        target[i] = exact ? needed : l.sliding ? l.capacity : std::min(l.capacity, std::max(needed, 2 * l.allocated));
+      }
+      added += 2 * static_cast<uint64_t>(target[i] - l.allocated) * RowBytes();
     }
-  }
+    return added;
+  };
+  uint64_t more = plan(/*exact=*/false);
+  if (more == 0) return;
+  const uint64_t available = AvailableMemoryBytes();
+  if (more > available) more = plan(/*exact=*/true);  // without the geometric slack before refusing
   const auto refuse = [&] {
     Fail("the KV cache for ", positions, " positions needs ", FormatMemorySize(bytes() + more), " (", KvTypeName(type_),
          ", ", layers_.size(), " layers); only ", FormatMemorySize(available),
@@ -93,7 +91,7 @@ void KvCache::Reserve(int64_t positions) {
       l.allocated = target[i];
     }
   } catch (const std::bad_alloc&) {
-    for (Layer& l : layers_) {  // back to the rows that were in use
+    for (Layer& l : layers_) {  // each layer back to the slots it records (data kept)
       l.keys.resize(l.allocated * RowBytes());
       l.values.resize(l.allocated * RowBytes());
     }

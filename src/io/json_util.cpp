@@ -41,24 +41,28 @@ void CheckJsonNesting(std::string_view text, const std::string& source, int max_
   }
 }
 
-nlohmann::json ParseJsonText(std::string_view text, const std::string& source) {
+namespace {
+
+// Both parsers share the checks; Json is nlohmann::json or nlohmann::ordered_json.
+template <typename Json>
+Json ParseJsonAs(std::string_view text, const std::string& source) {
   CheckJsonNesting(text, source);
   // nlohmann keeps the last of duplicate keys silently; a duplicate in a model file is a
   // corruption we report instead. One set of keys per open object, innermost last.
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
-  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+  auto callback = [&](int /*depth*/, typename Json::parse_event_t event, Json& parsed) {
     switch (event) {
-      case nlohmann::json::parse_event_t::object_start:
+      case Json::parse_event_t::object_start:
         open_objects.emplace_back();
         break;
-      case nlohmann::json::parse_event_t::object_end:
+      case Json::parse_event_t::object_end:
         if (!open_objects.empty()) open_objects.pop_back();
         break;
-      case nlohmann::json::parse_event_t::key:
-        if (!open_objects.empty() && !open_objects.back().insert(parsed.get<std::string>()).second &&
+      case Json::parse_event_t::key:
+        if (!open_objects.empty() && !open_objects.back().insert(parsed.template get<std::string>()).second &&
             duplicate.empty()) {
-          duplicate = parsed.get<std::string>();
+          duplicate = parsed.template get<std::string>();
         }
         break;
       default:
@@ -71,10 +75,9 @@ nlohmann::json ParseJsonText(std::string_view text, const std::string& source) {
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
     Fail(source, ": invalid JSON: NUL byte at offset ", nul);
   }
-  nlohmann::json value;
+  Json value;
   try {
-    value = nlohmann::json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true,
-                                  /*ignore_comments=*/false);
+    value = Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true, /*ignore_comments=*/false);
   } catch (const nlohmann::json::exception& e) {
     Fail(source, ": invalid JSON: ", OneLine(e.what()));
   }
@@ -82,8 +85,18 @@ nlohmann::json ParseJsonText(std::string_view text, const std::string& source) {
   return value;
 }
 
-const char* JsonKindName(const nlohmann::json& value) {
-  switch (value.type()) {
+}  // namespace
+
+nlohmann::json ParseJsonText(std::string_view text, const std::string& source) {
+  return ParseJsonAs<nlohmann::json>(text, source);
+}
+
+nlohmann::ordered_json ParseOrderedJsonText(std::string_view text, const std::string& source) {
+  return ParseJsonAs<nlohmann::ordered_json>(text, source);
+}
+
+const char* JsonKindName(nlohmann::json::value_t type) {
+  switch (type) {
     case nlohmann::json::value_t::null:
       return "null";
     case nlohmann::json::value_t::boolean:
@@ -103,6 +116,9 @@ const char* JsonKindName(const nlohmann::json& value) {
       return "binary";
   }
 }
+
+const char* JsonKindName(const nlohmann::json& value) { return JsonKindName(value.type()); }
+const char* JsonKindName(const nlohmann::ordered_json& value) { return JsonKindName(value.type()); }
 
 namespace {
 

@@ -33,10 +33,15 @@ void CheckJsonNesting(std::string_view text, const std::string& source, int max_
 // "<source>: invalid JSON: <why>". Duplicate keys in an object are an error (Python would keep
 // the last one silently).
 nlohmann::json ParseJsonText(std::string_view text, const std::string& source);
+// As ParseJsonText, keeping the keys of every object in document order (nlohmann::json sorts
+// them): for JSON that is rendered back into text, such as chat tool declarations.
+nlohmann::ordered_json ParseOrderedJsonText(std::string_view text, const std::string& source);
 
 // The kind of a JSON value for messages: "null", "boolean", "integer", "number", "string",
 // "array", "object".
 const char* JsonKindName(const nlohmann::json& value);
+const char* JsonKindName(const nlohmann::ordered_json& value);
+const char* JsonKindName(nlohmann::json::value_t type);
 
 // `text` in single quotes, with bytes outside printable ASCII written as \xNN and long text cut
 // to `max_chars` characters (marked with "..."), so that untrusted names cannot break a message

@@ -14,6 +14,7 @@
 #include "tokenizer/pipeline.h"
 #include "tokenizer/pipeline_json.h"
 #include "tokenizer/split_regex.h"
+#include "tokenizer/tokenizer_config.h"
 #include "tokenizer/utf8.h"
 
 namespace tessera {
@@ -704,7 +705,31 @@ Tokenizer Tokenizer::FromModelDir(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) Fail(dir, ": no tokenizer.json in this directory");
-  return FromFile(path);
+  Tokenizer tokenizer = FromFile(path);
+  if (const std::optional<TokenizerConfig> config = LoadTokenizerConfig(dir)) tokenizer.ApplyConfig(*config);
+  return tokenizer;
+}
+
+void Tokenizer::ApplyConfig(const TokenizerConfig& config) {
+  if (!config.RebuildsPostProcessor()) return;
+  const auto token_id = [&](const ConfigToken& token, std::string_view class_default, const char* flag,
+                            const char* key) {
+    const std::optional<std::string> content = token.Or(class_default);
+    if (!content) Fail(config.source, ": ", flag, " is true but ", key, " is null");
+    const std::optional<int32_t> id = TokenId(*content);
+    if (!id) Fail(config.source, ": ", key, " ", QuoteToken(*content), " is not a token of ", impl_->source);
+    return *id;
+  };
+  // Built before assigning, so that a failure leaves the tokenizer as it was.
+  PostProcessor post;
+  post.has_template = true;
+  if (config.add_bos_token.value_or(true)) {
+    post.prefix.push_back(token_id(config.bos_token, "<s>", "add_bos_token", "bos_token"));
+  }
+  if (config.add_eos_token.value_or(false)) {
+    post.suffix.push_back(token_id(config.eos_token, "</s>", "add_eos_token", "eos_token"));
+  }
+  impl_->post = std::move(post);
 }
 
 Tokenizer Tokenizer::FromPath(const std::string& dir_or_file) {

@@ -30,9 +30,10 @@
 // behaviors other than Isolated, truncation, padding, added-token ids other than those
 // `tokenizers` assigns when it loads the file) is refused at load time with a tessera::Error
 // naming the file and the JSON path, rather than tokenized differently from HF.
-// tokenizer_config.json is not read: HF's LlamaTokenizerFast rebuilds the template from its
-// add_bos_token/add_eos_token, which the file's post-processor already states in the files
-// of these families.
+// FromModelDir also reads tokenizer_config.json beside tokenizer.json (ApplyConfig): with
+// transformers 4.x, LlamaTokenizerFast (Mistral) replaces the file's post-processor by one built
+// from add_bos_token (default true) / add_eos_token (default false), and EncodeWithTemplate
+// follows it there; FromFile/FromJson keep the file's post-processor, as `tokenizers` does.
 #pragma once
 
 #include <cstdint>
@@ -45,18 +46,27 @@
 
 namespace tessera {
 
+struct TokenizerConfig;  // tokenizer/tokenizer_config.h
+
 class Tokenizer {
  public:
   // Parses tokenizer.json text; `source` names it in error messages (usually its path).
   // Throws tessera::Error with a one-line message for malformed or unsupported content.
   static Tokenizer FromJson(std::string_view json, std::string_view source);
   static Tokenizer FromFile(const std::string& path);
-  // `dir`/tokenizer.json.
+  // `dir`/tokenizer.json, then ApplyConfig with `dir`/tokenizer_config.json when there is one.
   static Tokenizer FromModelDir(const std::string& dir);
   // A model directory or a tokenizer.json path.
   static Tokenizer FromPath(const std::string& dir_or_file);
   // The o200k_harmony tokenizer of gpt-oss compiled into the binary, parsed on first use.
   static const Tokenizer& BuiltIn();
+
+  // What the HF tokenizer class named by `config` changes at load time: for LlamaTokenizer(Fast)
+  // the template of EncodeWithTemplate becomes [bos_token if add_bos_token] $A [eos_token if
+  // add_eos_token] (HF4 LlamaTokenizerFast.update_post_processor; defaults true, false, "<s>",
+  // "</s>"); other classes keep the file's. Throws tessera::Error naming the config when a token
+  // it needs is null or not in this tokenizer.
+  void ApplyConfig(const TokenizerConfig& config);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

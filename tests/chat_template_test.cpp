@@ -1,0 +1,500 @@
+// Chat formats of the dense families (engine/chat_template.h) against transformers: every case
+// of tests/data/chat_templates/goldens.json (tools/make_chat_goldens.py: the real Hub templates
+// rendered by apply_chat_template, tokenized by the family tokenizers) byte for byte and id for
+// id, through model-directory-like temporary directories (tokenizer.json + tokenizer_config.json
+// holding the template); template recognition; the errors; stop tokens; no doubled BOS; and the
+// tokenizer_config.json rule of Tokenizer::ApplyConfig.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/chat_formats.h"
+#include "engine/chat_template.h"
+#include "io/json_util.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_config.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using Ids = std::vector<int32_t>;
+using Json = nlohmann::ordered_json;
+
+const std::string kData = TESSERA_TEST_DATA;
+const std::string kTemplates = kData + "/chat_templates";
+
+std::string ReadText(const std::string& path) { return ReadBoundedFile(path, size_t{64} << 20); }
+
+void WriteText(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+const Json& Goldens() {
+  static const Json goldens = ParseOrderedJsonText(ReadText(kTemplates + "/goldens.json"), "goldens.json");
+  return goldens;
+}
+
+std::string TemplateText(std::string_view kind) { return ReadText(kTemplates + "/" + std::string(kind) + ".jinja"); }
+
+std::string FamilyDir(const std::string& variant) { return kData + "/tokenizer/families/" + variant; }
+
+// A fresh directory under the system temporary directory, removed with the object.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = StrCat("tessera_chat_", ::getpid(), "_", info->name(), "_", tag);
+    std::replace(name.begin(), name.end(), '/', '_');  // parameterized tests are "Name/param"
+    path_ = fs::temp_directory_path() / name;
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string str() const { return path_.string(); }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+// A model directory as the Hub ships it: the family's tokenizer.json and its
+// tokenizer_config.json with `edit` applied (e.g. the chat template set).
+void MakeModelDir(const TempDir& dir, const std::string& variant, const std::function<void(Json&)>& edit) {
+  fs::copy_file(FamilyDir(variant) + "/tokenizer.json", dir / "tokenizer.json");
+  Json config = ParseOrderedJsonText(ReadText(FamilyDir(variant) + "/tokenizer_config.json"), "config");
+  edit(config);
+  WriteText(dir / "tokenizer_config.json", config.dump(1));
+}
+
+ChatMessage MessageFromJson(const Json& j) {
+  ChatMessage m;
+  m.role = j.at("role").get<std::string>();
+  m.content = j.at("content").get<std::string>();
+  if (j.contains("reasoning_content")) m.reasoning = j["reasoning_content"].get<std::string>();
+  if (j.contains("tool_calls")) m.tool_calls = j["tool_calls"];
+  if (j.contains("tool_call_id")) m.tool_call_id = j["tool_call_id"].get<std::string>();
+  if (j.contains("name")) m.name = j["name"].get<std::string>();
+  return m;
+}
+
+ChatOptions OptionsFromJson(const Json& j) {
+  ChatOptions o;
+  o.add_generation_prompt = j.at("add_generation_prompt").get<bool>();
+  o.enable_thinking = j.at("enable_thinking").get<bool>();
+  if (j.contains("tools")) o.tools = j["tools"];
+  if (j.contains("date_string")) o.date_string = j["date_string"].get<std::string>();
+  return o;
+}
+
+ChatMessage Message(std::string role, std::string content) {
+  ChatMessage m;
+  m.role = std::move(role);
+  m.content = std::move(content);
+  return m;
+}
+
+std::vector<ChatMessage> Messages(std::initializer_list<std::pair<const char*, const char*>> roles_and_texts) {
+  std::vector<ChatMessage> out;
+  for (const auto& [role, text] : roles_and_texts) out.push_back(Message(role, text));
+  return out;
+}
+
+// ---- goldens ---------------------------------------------------------------------------------
+
+class ChatGolden : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ChatGolden, MatchesTransformers) {
+  const std::string kind = GetParam();
+  const Json& meta = Goldens()["meta"]["templates"][kind];
+  const std::string variant = meta["tokenizer"].get<std::string>();
+  const std::string text = TemplateText(kind);
+  TempDir dir(kind);
+  MakeModelDir(dir, variant, [&](Json& config) { config["chat_template"] = text; });
+  const ChatTemplate chat = ChatTemplate::FromModelDir(dir.str());
+  EXPECT_EQ(chat.name(), kind);
+  const Tokenizer tokenizer = Tokenizer::FromModelDir(dir.str());
+
+  int rendered = 0, errors = 0;
+  for (const Json& c : Goldens()["cases"]) {
+    if (c["template"] != kind) continue;
+    const std::string name = c["name"].get<std::string>();
+    std::vector<ChatMessage> messages;
+    for (const Json& m : c["messages"]) messages.push_back(MessageFromJson(m));
+    const ChatOptions options = OptionsFromJson(c["options"]);
+    if (c.contains("error")) {
+      ++errors;
+      const std::string message = ErrorOf([&] { chat.Render(messages, options); });
+      EXPECT_NE(message.find(c["error"].get<std::string>()), std::string::npos) << name << ": " << message;
+      EXPECT_NE(message.find(kind), std::string::npos) << name << ": " << message;
+      continue;
+    }
+    ++rendered;
+    std::string got;
+    try {
+      got = chat.Render(messages, options);
+    } catch (const Error& e) {
+      ADD_FAILURE() << name << ": " << e.what();
+      continue;
+    }
+    EXPECT_EQ(got, c["text"].get<std::string>()) << name;
+    EXPECT_EQ(chat.Encode(tokenizer, got), c["ids"].get<Ids>()) << name;
+    EXPECT_EQ(chat.RenderIds(tokenizer, messages, options), c["ids"].get<Ids>()) << name;
+  }
+  EXPECT_GE(rendered, 20) << kind;
+  if (kind == "mistral-v0.3") {
+    EXPECT_GE(errors, 5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ChatTemplate, ChatGolden, ::testing::Values("llama3.1", "mistral-v0.3", "qwen2.5", "qwen3"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) {
+                             if (ch == '.' || ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
+
+TEST(ChatTemplate, GoldensCoverEachTemplate) {
+  std::map<std::string, int> per_kind;
+  for (const Json& c : Goldens()["cases"]) ++per_kind[c["template"].get<std::string>()];
+  for (const char* kind : {"llama3.1", "mistral-v0.3", "qwen2.5", "qwen3"}) EXPECT_GE(per_kind[kind], 12) << kind;
+}
+
+// ---- recognition -----------------------------------------------------------------------------
+
+// `text` with every occurrence of `from` replaced (there must be one).
+std::string Replace(std::string text, std::string_view from, std::string_view to) {
+  EXPECT_NE(text.find(from), std::string::npos) << from;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+TEST(ChatTemplate, RecognizesTheFamilyTemplates) {
+  for (const char* kind : {"llama3.1", "mistral-v0.3", "qwen2.5", "qwen3"}) {
+    const std::optional<ChatTemplateKind> got = RecognizeChatTemplate(TemplateText(kind));
+    ASSERT_TRUE(got.has_value()) << kind;
+    EXPECT_EQ(ChatTemplateKindName(*got), kind);
+    EXPECT_EQ(ParseChatTemplateKind(kind), *got);
+  }
+  // Revisions that keep what decides the output are still recognised (the Hub Qwen3 template
+  // later tests "message.content is string"; whitespace and comments change freely).
+  const std::string qwen3 = TemplateText("qwen3");
+  EXPECT_EQ(RecognizeChatTemplate(Replace(qwen3, "{%- set content = message.content %}",
+                                          "{%- if message.content is string %}{%- set content = message.content %}"
+                                          "{%- else %}{%- set content = '' %}{%- endif %}")),
+            ChatTemplateKind::kQwen3);
+  EXPECT_EQ(RecognizeChatTemplate("{#- a comment -#}\n" + TemplateText("llama3.1") + "\n"), ChatTemplateKind::kLlama31);
+}
+
+TEST(ChatTemplate, DoesNotRecognizeNeighbours) {
+  // Llama 3.2 dates the prompt with strftime_now.
+  EXPECT_FALSE(RecognizeChatTemplate(Replace(TemplateText("llama3.1"), "{%- set date_string = \"26 Jul 2024\" %}",
+                                             "{%- set date_string = strftime_now(\"%d %b %Y\") %}")));
+  // Mistral Nemo writes [TOOL_CALLS][ and [INST] without spaces.
+  EXPECT_FALSE(RecognizeChatTemplate(Replace(TemplateText("mistral-v0.3"), "[TOOL_CALLS] [", "[TOOL_CALLS][")));
+  // Mistral templates that put the system text into the first user message.
+  EXPECT_FALSE(RecognizeChatTemplate(Replace(TemplateText("mistral-v0.3"), "loop.last and system_message is defined",
+                                             "loop.first and system_message is defined")));
+  // Qwen2.5-Math's system prompt.
+  EXPECT_FALSE(RecognizeChatTemplate(Replace(TemplateText("qwen2.5"),
+                                             "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+                                             "Please reason step by step.")));
+  // A Qwen3 variant that keeps the reasoning of earlier turns.
+  EXPECT_FALSE(RecognizeChatTemplate(Replace(TemplateText("qwen3"), "loop.index0 > ns.last_query_index %}",
+                                             "loop.index0 > ns.last_query_index or reasoning_content %}")));
+  // A harmony-style template (gpt-oss) and plain ChatML.
+  EXPECT_FALSE(RecognizeChatTemplate(
+      "{%- for message in messages %}{{- '<|start|>' + message.role + '<|message|>' + message.content + '<|end|>' }}"
+      "{%- endfor %}{%- if add_generation_prompt %}<|start|>assistant{%- endif %}"));
+  EXPECT_FALSE(RecognizeChatTemplate(
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+      "'\\n'}}{% endfor %}"));
+  EXPECT_FALSE(RecognizeChatTemplate(""));
+}
+
+TEST(ChatTemplate, FromModelDirFindsTheTemplateAsTransformersDoes) {
+  const std::string llama = TemplateText("llama3.1"), qwen = TemplateText("qwen2.5");
+  {  // chat_template.jinja wins over tokenizer_config.json's entry.
+    TempDir dir("jinja");
+    MakeModelDir(dir, "qwen2", [&](Json& config) { config["chat_template"] = llama; });
+    WriteText(dir / "chat_template.jinja", qwen);
+    EXPECT_EQ(ChatTemplate::FromModelDir(dir.str()).kind(), ChatTemplateKind::kQwen25);
+  }
+  {  // The list-of-named-templates form: the "default" entry.
+    TempDir dir("named");
+    MakeModelDir(dir, "qwen2", [&](Json& config) {
+      config["chat_template"] =
+          Json::array({{{"name", "tool_use"}, {"template", llama}}, {{"name", "default"}, {"template", qwen}}});
+    });
+    EXPECT_EQ(ChatTemplate::FromModelDir(dir.str()).kind(), ChatTemplateKind::kQwen25);
+  }
+  {  // chat_template.json when the config has none.
+    TempDir dir("json");
+    MakeModelDir(dir, "llama3", [](Json& config) { config.erase("chat_template"); });
+    WriteText(dir / "chat_template.json", Json({{"chat_template", llama}}).dump());
+    const ChatTemplate chat = ChatTemplate::FromModelDir(dir.str());
+    EXPECT_EQ(chat.kind(), ChatTemplateKind::kLlama31);
+    EXPECT_EQ(chat.bos_token(), "<|begin_of_text|>");  // from tokenizer_config.json
+  }
+  {  // BOS/EOS texts come from the config.
+    TempDir dir("tokens");
+    MakeModelDir(dir, "mistral", [&](Json& config) {
+      config["chat_template"] = TemplateText("mistral-v0.3");
+      config["bos_token"] = {{"__type", "AddedToken"}, {"content", "<S>"}};
+      config["eos_token"] = "<E>";
+    });
+    const ChatTemplate chat = ChatTemplate::FromModelDir(dir.str());
+    EXPECT_EQ(chat.Render(Messages({{"user", "a"}, {"assistant", "b"}})), "<S>[INST] a[/INST] b<E>");
+  }
+}
+
+TEST(ChatTemplate, FromModelDirErrors) {
+  {
+    TempDir dir("unknown");
+    MakeModelDir(dir, "qwen2", [](Json& config) { config["chat_template"] = "{{ messages }}"; });
+    const std::string message = ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); });
+    EXPECT_NE(message.find("unknown chat template in " + (dir / "tokenizer_config.json").string() +
+                           " (known: llama3.1, mistral-v0.3, qwen2.5, qwen3; use --raw"),
+              std::string::npos)
+        << message;
+  }
+  {
+    TempDir dir("missing");
+    MakeModelDir(dir, "qwen2", [](Json&) {});
+    const std::string message = ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); });
+    EXPECT_NE(message.find("no chat template"), std::string::npos) << message;
+    EXPECT_NE(message.find("--raw"), std::string::npos) << message;
+  }
+  {
+    TempDir dir("empty");
+    EXPECT_NE(ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); }).find("no tokenizer_config.json"),
+              std::string::npos);
+  }
+  {
+    TempDir dir("bad_json");
+    WriteText(dir / "tokenizer_config.json", "{\"chat_template\": 5}");
+    EXPECT_NE(ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); }).find("\"chat_template\" must be a string"),
+              std::string::npos);
+  }
+  EXPECT_NE(ErrorOf([] { ParseChatTemplateKind("chatml"); }).find("known: llama3.1, mistral-v0.3, qwen2.5, qwen3"),
+            std::string::npos);
+}
+
+// ---- errors ----------------------------------------------------------------------------------
+
+TEST(ChatTemplate, RenderErrorsAreOneLine) {
+  const ChatTemplate mistral(ChatTemplateKind::kMistralV03);
+  const ChatTemplate llama(ChatTemplateKind::kLlama31);
+  const ChatTemplate qwen(ChatTemplateKind::kQwen3);
+  std::string message = ErrorOf([&] { mistral.Render(Messages({{"user", "a"}, {"user", "b"}})); });
+  EXPECT_NE(message.find("conversation roles must alternate user/assistant/user/assistant/..."), std::string::npos);
+  EXPECT_NE(message.find("message 1"), std::string::npos) << message;
+  // A role in an assistant position passes the alternation check, then fails the role check.
+  message = ErrorOf([&] { mistral.Render(Messages({{"user", "a"}, {"developer", "b"}})); });
+  EXPECT_NE(message.find("Only user and assistant roles are supported"), std::string::npos) << message;
+
+  std::vector<ChatMessage> call = Messages({{"user", "Weather?"}});
+  call.push_back(Message("assistant", ""));
+  call[1].tool_calls = Json::parse(R"([{"id": "call_1", "function": {"name": "f", "arguments": "{}"}}])");
+  message = ErrorOf([&] { mistral.Render(call); });
+  EXPECT_NE(message.find("Tool call IDs should be alphanumeric strings with length 9!"), std::string::npos) << message;
+  call[1].tool_calls[0]["id"] = "ç12345678";  // 9 characters, 10 bytes: Python counts characters
+  EXPECT_NO_THROW(mistral.Render(call));
+  call.push_back(Message("tool", "{}"));
+  call[2].tool_call_id = "12345678";
+  message = ErrorOf([&] { mistral.Render(call); });
+  EXPECT_NE(message.find("length 9"), std::string::npos) << message;
+
+  call.resize(2);
+  call[1].tool_calls.push_back(call[1].tool_calls[0]);
+  message = ErrorOf([&] { llama.Render(call); });
+  EXPECT_NE(message.find("This model only supports single tool-calls at once!"), std::string::npos) << message;
+
+  call[1].tool_calls = Json::parse(R"([{"function": {"name": "f", "arguments": "{not json"}}])");
+  message = ErrorOf([&] { qwen.Render(call); });
+  EXPECT_NE(message.find("chat message 1, tool call 0 arguments: invalid JSON"), std::string::npos) << message;
+  call[1].tool_calls = Json::parse(R"([{"function": {"arguments": {}}}])");
+  EXPECT_NE(ErrorOf([&] { qwen.Render(call); }).find("string \"name\""), std::string::npos);
+  call[1].tool_calls = Json::parse(R"({"function": {}})");
+  EXPECT_NE(ErrorOf([&] { qwen.Render(call); }).find("tool_calls must be an array"), std::string::npos);
+
+  EXPECT_NE(ErrorOf([&] { qwen.Render({}); }).find("no messages"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { qwen.Render(Messages({{"user", "\xff"}})); }).find("not valid UTF-8"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { qwen.Render(Messages({{"", "x"}})); }).find("has no role"), std::string::npos);
+  ChatOptions options;
+  options.tools = Json::object();
+  EXPECT_NE(ErrorOf([&] { qwen.Render(Messages({{"user", "x"}}), options); }).find("tools must be an array"),
+            std::string::npos);
+  options.tools = Json::array({Json::object()});
+  EXPECT_NE(ErrorOf([&] { mistral.Render(Messages({{"user", "x"}}), options); }).find("no \"function\" object"),
+            std::string::npos);
+}
+
+// ---- tokens ----------------------------------------------------------------------------------
+
+TEST(ChatTemplate, RenderedPromptsHaveOneBos) {
+  const Tokenizer llama = Tokenizer::FromModelDir(FamilyDir("llama3"));
+  const ChatTemplate llama_chat(ChatTemplateKind::kLlama31);
+  const std::string text = llama_chat.Render(Messages({{"user", "Hi"}}));
+  ASSERT_TRUE(text.starts_with("<|begin_of_text|>"));
+  const int32_t bos = llama.RequireTokenId("<|begin_of_text|>");
+  const Ids ids = llama_chat.Encode(llama, text);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), bos), 1);
+  EXPECT_EQ(ids[0], bos);
+  // What the post-processor would have done (the doubled BOS of §7.3).
+  const Ids doubled = llama.EncodeWithTemplate(text);
+  EXPECT_EQ(std::count(doubled.begin(), doubled.end(), bos), 2);
+
+  const Tokenizer mistral = Tokenizer::FromModelDir(FamilyDir("mistral"));
+  const ChatTemplate mistral_chat(ChatTemplateKind::kMistralV03);
+  const Ids mistral_ids = mistral_chat.RenderIds(mistral, Messages({{"user", "Hi"}}));
+  EXPECT_EQ(std::count(mistral_ids.begin(), mistral_ids.end(), 1), 1);
+  EXPECT_EQ(mistral_ids[0], 1);
+}
+
+TEST(ChatTemplate, StopTokenIds) {
+  const Tokenizer llama = Tokenizer::FromModelDir(FamilyDir("llama3"));
+  const int32_t end_of_text = llama.RequireTokenId("<|end_of_text|>"), eom = llama.RequireTokenId("<|eom_id|>"),
+                eot = llama.RequireTokenId("<|eot_id|>");
+  const ChatTemplate llama_chat(ChatTemplateKind::kLlama31);
+  // Llama-3.1-8B-Instruct: generation_config [128001, 128008, 128009], config.json the same.
+  const std::vector<int64_t> generation = {end_of_text, eom, eot};
+  EXPECT_EQ(llama_chat.StopTokenIds(llama, generation, generation), (Ids{end_of_text, eom, eot}));
+  // A base-model config (eos 128001 only) still stops on the turn ends of the chat format.
+  const std::vector<int64_t> base = {end_of_text};
+  EXPECT_EQ(llama_chat.StopTokenIds(llama, {}, base), (Ids{end_of_text, eot, eom}));
+
+  const Tokenizer qwen = Tokenizer::FromModelDir(FamilyDir("qwen3"));
+  const int32_t im_end = qwen.RequireTokenId("<|im_end|>"), endoftext = qwen.RequireTokenId("<|endoftext|>");
+  const ChatTemplate qwen_chat(ChatTemplateKind::kQwen3);
+  // Qwen config.json has only <|im_end|>; generation_config adds <|endoftext|> (§8.5).
+  const std::vector<int64_t> qwen_config = {im_end};
+  EXPECT_EQ(qwen_chat.StopTokenIds(qwen, {}, qwen_config), (Ids{im_end, endoftext}));
+  const std::vector<int64_t> qwen_generation = {endoftext, im_end};
+  EXPECT_EQ(qwen_chat.StopTokenIds(qwen, qwen_generation, qwen_config), (Ids{endoftext, im_end}));
+
+  const Tokenizer mistral = Tokenizer::FromModelDir(FamilyDir("mistral"));
+  EXPECT_EQ(ChatTemplate(ChatTemplateKind::kMistralV03).StopTokenIds(mistral, {}), Ids{2});
+
+  const std::vector<int64_t> negative = {-1}, huge = {int64_t{1} << 40};
+  EXPECT_NE(ErrorOf([&] { qwen_chat.StopTokenIds(qwen, negative); }).find("generation_config.json eos_token_id -1"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { qwen_chat.StopTokenIds(qwen, {}, huge); }).find("config.json eos_token_id"),
+            std::string::npos);
+}
+
+// ---- tokenizer_config.json -------------------------------------------------------------------
+
+TEST(TokenizerConfig, PostProcessorFollowsTheConfigLikeTransformers) {
+  int checked = 0;
+  for (const Json& c : Goldens()["tokenizer_config_cases"]) {
+    const std::string variant = c["tokenizer"].get<std::string>();
+    TempDir dir(StrCat(variant, checked));
+    MakeModelDir(dir, variant, [&](Json& config) { config = c["tokenizer_config"]; });
+    const Tokenizer tokenizer = Tokenizer::FromModelDir(dir.str());
+    const Json& texts = c["texts"];
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::string text = texts[i].get<std::string>();
+      EXPECT_EQ(tokenizer.EncodeWithTemplate(text), c["ids"][i].get<Ids>())
+          << variant << " (" << c["class"].get<std::string>() << ") " << c["tokenizer_config"].dump() << " "
+          << Json(text).dump();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 40);
+}
+
+TEST(TokenizerConfig, ParsesTheReadKeys) {
+  const TokenizerConfig config = ParseTokenizerConfig(
+      R"({"tokenizer_class": "LlamaTokenizerFast", "bos_token": {"__type": "AddedToken", "content": "<s>"},
+          "eos_token": null, "add_bos_token": null, "chat_template": [{"name": "default", "template": "T"}],
+          "added_tokens_decoder": {"0": {"content": "<unk>"}}})",
+      "config");
+  EXPECT_TRUE(config.RebuildsPostProcessor());
+  EXPECT_EQ(config.bos_token.content, "<s>");
+  EXPECT_TRUE(config.eos_token.present);
+  EXPECT_FALSE(config.eos_token.content);
+  EXPECT_EQ(config.add_bos_token, false);  // null is falsy in HF
+  EXPECT_FALSE(config.add_eos_token.has_value());
+  EXPECT_EQ(config.chat_template, "T");
+  EXPECT_FALSE(ParseTokenizerConfig(R"({"tokenizer_class": "Qwen2Tokenizer"})", "c").RebuildsPostProcessor());
+
+  EXPECT_NE(ErrorOf([] { ParseTokenizerConfig(R"({"add_eos_token": "yes"})", "cfg.json"); })
+                .find("cfg.json: \"add_eos_token\""),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([] { ParseTokenizerConfig(R"({"bos_token": 1})", "c"); }).find("\"bos_token\" must be"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([] { ParseTokenizerConfig("[]", "c"); }).find("top level"), std::string::npos);
+  EXPECT_NE(ErrorOf([] { ParseTokenizerConfig("{", "c"); }).find("invalid JSON"), std::string::npos);
+}
+
+TEST(TokenizerConfig, ApplyConfigErrorsAndSpecialTokensMap) {
+  {  // add_eos_token with an eos_token the tokenizer does not have.
+    TempDir dir("missing_eos");
+    MakeModelDir(dir, "mistral", [](Json& config) {
+      config["add_eos_token"] = true;
+      config["eos_token"] = "<|nope|>";
+    });
+    const std::string message = ErrorOf([&] { Tokenizer::FromModelDir(dir.str()); });
+    EXPECT_NE(message.find("eos_token \"<|nope|>\" is not a token of"), std::string::npos) << message;
+  }
+  {
+    TempDir dir("null_bos");
+    MakeModelDir(dir, "mistral", [](Json& config) { config["bos_token"] = nullptr; });
+    EXPECT_NE(ErrorOf([&] { Tokenizer::FromModelDir(dir.str()); }).find("add_bos_token is true but bos_token is null"),
+              std::string::npos);
+  }
+  {  // special_tokens_map.json overrides the config's tokens, as in transformers.
+    TempDir dir("map");
+    MakeModelDir(dir, "mistral", [](Json& config) { config["add_eos_token"] = true; });
+    WriteText(dir / "special_tokens_map.json", R"({"eos_token": {"content": "[/INST]", "lstrip": false}})");
+    const Tokenizer tokenizer = Tokenizer::FromModelDir(dir.str());
+    EXPECT_EQ(tokenizer.EncodeWithTemplate(""), (Ids{1, 4}));
+    EXPECT_EQ(LoadTokenizerConfig(dir.str())->eos_token.content, "[/INST]");
+  }
+  {  // A file without the keys: the class defaults (<s> before, nothing after).
+    TempDir dir("defaults");
+    WriteText(dir / "tokenizer_config.json", R"({"tokenizer_class": "LlamaTokenizer"})");
+    fs::copy_file(FamilyDir("mistral") + "/tokenizer.json", dir / "tokenizer.json");
+    EXPECT_EQ(Tokenizer::FromModelDir(dir.str()).EncodeWithTemplate(""), Ids{1});
+  }
+  EXPECT_FALSE(LoadTokenizerConfig(FamilyDir("nonexistent")).has_value());
+}
+
+// ---- Python semantics ------------------------------------------------------------------------
+
+TEST(ChatTemplate, PythonJsonDumpsAndStrip) {
+  const Json& python = Goldens()["python"];
+  for (const Json& c : python["json_dumps"]) {
+    const int indent = c["indent"].is_null() ? -1 : c["indent"].get<int>();
+    EXPECT_EQ(chat_internal::PyJsonDumps(c["value"], indent), c["text"].get<std::string>()) << c.dump();
+  }
+  for (const Json& c : python["strip"]) {
+    EXPECT_EQ(chat_internal::PyStrip(c["text"].get<std::string>()), c["stripped"].get<std::string>()) << c.dump();
+  }
+  EXPECT_GE(python["json_dumps"].size(), 40u);
+  EXPECT_EQ(chat_internal::StripNewlines("\n\na\nb\n"), "a\nb");
+  EXPECT_EQ(chat_internal::LstripNewlines("\n\n"), "");
+  EXPECT_EQ(chat_internal::CodePointCount("aé😀"), 3u);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -2,7 +2,7 @@
 // machine's ceilings measured in the same run:
 //   read_bandwidth/threads:T  streaming sum over a 1 GiB buffer (the decode roofline)
 //   fma_peak/threads:T        independent f32 FMAs at the widest vector width (the GEMM roofline)
-//   bf16/<shape>/m:M/threads:T, mxfp4/<shape>/m:M/threads:T
+//   bf16/<shape>/m:M/threads:T, f16/..., f32/..., mxfp4/<shape>/m:M/threads:T
 // Counters: weight_GB (weight bytes / s, in GB), GFLOP (2 m n k / s), and bw_frac / peak_frac:
 // those rates divided by the best ceiling of the same thread count measured earlier in this run
 // (absent when the ceilings were filtered out): the wall-clock read bandwidth, and the FMA peak
@@ -119,31 +119,49 @@ struct Shape {
   size_t n, k;
 };
 // gpt-oss-20b (../shared/reference/performance.md §2): attention q / k,v / o, unembedding; expert
-// gate_up and down.
+// gate_up and down. The dense shapes also serve F16 and F32 (checkpoints of other families).
 const Shape kBf16Shapes[] = {
     {"attn_q", 4096, 2880}, {"attn_kv", 512, 2880}, {"attn_o", 2880, 4096}, {"lm_head", 201088, 2880}};
 const Shape kMxfp4Shapes[] = {{"moe_gate_up", 5760, 2880}, {"moe_down", 2880, 2880}};
 
+enum class Format { kBf16, kF16, kF32, kMxfp4 };
+const char* FormatPrefix(Format f) {
+  switch (f) {
+    case Format::kBf16: return "bf16/";
+    case Format::kF16: return "f16/";
+    case Format::kF32: return "f32/";
+    case Format::kMxfp4: return "mxfp4/";
+  }
+  return "?/";
+}
+
 // Weight copies of one shape and format, kept between the runs of consecutive benchmarks.
+// bf16 holds the BF16 or F16 bits.
 struct WeightSet {
   std::string key;
   size_t copies = 0;
-  size_t bf16_per_copy = 0, codes_per_copy = 0, scales_per_copy = 0;
+  size_t bf16_per_copy = 0, f32_per_copy = 0, codes_per_copy = 0, scales_per_copy = 0;
   std::vector<uint16_t> bf16;
+  std::vector<float> f32;
   std::vector<uint8_t> codes, scales;
-  size_t BytesPerCopy() const { return 2 * bf16_per_copy + codes_per_copy + scales_per_copy; }
+  size_t BytesPerCopy() const {
+    return 2 * bf16_per_copy + 4 * f32_per_copy + codes_per_copy + scales_per_copy;
+  }
 };
 
-const WeightSet& Weights(bool mxfp4, const Shape& shape) {
+const WeightSet& Weights(Format format, const Shape& shape) {
   static std::unique_ptr<WeightSet> cache;
-  const std::string key = std::string(mxfp4 ? "mxfp4/" : "bf16/") + shape.name;
+  const std::string key = std::string(FormatPrefix(format)) + shape.name;
   if (cache && cache->key == key) return *cache;
   cache.reset();  // free the previous shape first
   auto set = std::make_unique<WeightSet>();
   set->key = key;
+  const bool mxfp4 = format == Format::kMxfp4;
   if (mxfp4) {
     set->codes_per_copy = shape.n * shape.k / 2;
     set->scales_per_copy = shape.n * shape.k / kMxfp4BlockSize;
+  } else if (format == Format::kF32) {
+    set->f32_per_copy = shape.n * shape.k;
   } else {
     set->bf16_per_copy = shape.n * shape.k;
   }
@@ -159,12 +177,26 @@ const WeightSet& Weights(bool mxfp4, const Shape& shape) {
       std::memcpy(&set->codes[c * set->codes_per_copy], set->codes.data(), set->codes_per_copy);
       std::memcpy(&set->scales[c * set->scales_per_copy], set->scales.data(), set->scales_per_copy);
     }
+  } else if (format == Format::kF32) {
+    set->f32.resize(set->copies * set->f32_per_copy);
+    // Random sign and mantissa, exponent 2^-7 .. 2^2, as for BF16.
+    for (size_t i = 0; i < set->f32_per_copy; ++i) {
+      const uint64_t r = NextRandom(rng);
+      const uint32_t bits = static_cast<uint32_t>((r & 0x807fffffu) | ((120 + (r >> 32) % 10) << 23));
+      std::memcpy(&set->f32[i], &bits, 4);
+    }
+    for (size_t c = 1; c < set->copies; ++c) {
+      std::memcpy(&set->f32[c * set->f32_per_copy], set->f32.data(), 4 * set->f32_per_copy);
+    }
   } else {
     set->bf16.resize(set->copies * set->bf16_per_copy);
-    // Random sign and mantissa, exponent 2^-7 .. 2^2: normal values like trained weights.
+    // Random sign and mantissa, exponent 2^-7 .. 2^2: normal values like trained weights
+    // (F16: biased exponent 8 .. 17).
     for (size_t i = 0; i < set->bf16_per_copy; ++i) {
       const uint64_t r = NextRandom(rng);
-      set->bf16[i] = static_cast<uint16_t>((r & 0x807f) | ((120 + (r >> 16) % 10) << 7));
+      set->bf16[i] = format == Format::kF16
+                         ? static_cast<uint16_t>((r & 0x83ff) | ((8 + (r >> 16) % 10) << 10))
+                         : static_cast<uint16_t>((r & 0x807f) | ((120 + (r >> 16) % 10) << 7));
     }
     for (size_t c = 1; c < set->copies; ++c) {
       std::memcpy(&set->bf16[c * set->bf16_per_copy], set->bf16.data(), 2 * set->bf16_per_copy);
@@ -174,9 +206,9 @@ const WeightSet& Weights(bool mxfp4, const Shape& shape) {
   return *cache;
 }
 
-void BM_Matmul(benchmark::State& state, bool mxfp4, Shape shape, size_t m, int threads) {
+void BM_Matmul(benchmark::State& state, Format format, Shape shape, size_t m, int threads) {
   SetGlobalThreadCount(threads);
-  const WeightSet& w = Weights(mxfp4, shape);
+  const WeightSet& w = Weights(format, shape);
   std::vector<float> x(m * shape.k), bias(shape.n), y(m * shape.n);
   uint64_t rng = 12345;
   for (auto& v : x) v = static_cast<float>(NextRandom(rng) % 2001) * 1e-3f - 1.0f;
@@ -185,12 +217,23 @@ void BM_Matmul(benchmark::State& state, bool mxfp4, Shape shape, size_t m, int t
   size_t copy = 0;
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    if (mxfp4) {
-      MatmulMxfp4(x.data(), m, shape.k, &w.codes[copy * w.codes_per_copy],
-                  &w.scales[copy * w.scales_per_copy], shape.n, bias.data(), y.data());
-    } else {
-      MatmulBf16(x.data(), m, shape.k, &w.bf16[copy * w.bf16_per_copy], shape.n, bias.data(),
-                 y.data());
+    switch (format) {
+      case Format::kMxfp4:
+        MatmulMxfp4(x.data(), m, shape.k, &w.codes[copy * w.codes_per_copy],
+                    &w.scales[copy * w.scales_per_copy], shape.n, bias.data(), y.data());
+        break;
+      case Format::kBf16:
+        MatmulBf16(x.data(), m, shape.k, &w.bf16[copy * w.bf16_per_copy], shape.n, bias.data(),
+                   y.data());
+        break;
+      case Format::kF16:
+        MatmulF16(x.data(), m, shape.k, &w.bf16[copy * w.bf16_per_copy], shape.n, bias.data(),
+                  y.data());
+        break;
+      case Format::kF32:
+        MatmulF32(x.data(), m, shape.k, &w.f32[copy * w.f32_per_copy], shape.n, bias.data(),
+                  y.data());
+        break;
     }
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
@@ -201,7 +244,10 @@ void BM_Matmul(benchmark::State& state, bool mxfp4, Shape shape, size_t m, int t
   const double flops = 2.0 * m * shape.n * shape.k;
   bench::SetMatmulCounters(state, seconds, bytes, flops, "GFLOP", threads, g_best_flops[threads]);
   const KernelTable& t = ActiveKernels();
-  state.SetLabel(mxfp4 ? t.matmul_mxfp4_isa : t.matmul_bf16_isa);
+  state.SetLabel(format == Format::kMxfp4 ? t.matmul_mxfp4_isa
+                 : format == Format::kF16 ? t.matmul_f16_isa
+                 : format == Format::kF32 ? t.matmul_f32_isa
+                                          : t.matmul_bf16_isa);
 }
 
 int RegisterAll() {
@@ -218,11 +264,12 @@ int RegisterAll() {
   }
   // The unembedding only ever sees the last position (or a few speculative ones).
   const auto runs = [](const Shape& shape, size_t m) { return std::string(shape.name) != "lm_head" || m <= 9; };
-  for (bool mxfp4 : {false, true}) {
-    bench::RegisterMatmulSweep<Shape>(mxfp4 ? "mxfp4/" : "bf16/",
+  for (Format format : {Format::kBf16, Format::kMxfp4, Format::kF16, Format::kF32}) {
+    const bool mxfp4 = format == Format::kMxfp4;
+    bench::RegisterMatmulSweep<Shape>(FormatPrefix(format),
                                       mxfp4 ? std::span<const Shape>(kMxfp4Shapes) : std::span<const Shape>(kBf16Shapes),
-                                      runs, [mxfp4](benchmark::State& state, const Shape& shape, size_t m, int t) {
-                                        BM_Matmul(state, mxfp4, shape, m, t);
+                                      runs, [format](benchmark::State& state, const Shape& shape, size_t m, int t) {
+                                        BM_Matmul(state, format, shape, m, t);
                                       });
   }
   return 0;

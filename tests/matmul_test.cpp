@@ -1,4 +1,5 @@
-// Matmul kernels (kernels.h matmul_bf16 / matmul_mxfp4) of every instruction set this machine
+// Matmul kernels (kernels.h matmul_bf16 / matmul_f16 / matmul_f32 / matmul_mxfp4) of every
+// instruction set this machine
 // supports, the scalar reference included, against an exact double-precision evaluation over the
 // reference-decoded weights, on fresh random inputs with awkward shapes: m around the
 // dot-form/GEMM switch and the micro-tile heights, k with vector and k-block tails, column ranges
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -31,14 +33,30 @@ namespace {
 
 constexpr float kSentinel = -12345.0f;  // marks outputs a kernel must not write
 
-// A random problem: x [m, k], W [n, k] (BF16 bits or MXFP4 codes/scales) and its exact decoding.
+// The weight formats of the exact matmuls.
+enum class Format { kBf16, kF16, kF32, kMxfp4 };
+const Format kFormats[] = {Format::kBf16, Format::kF16, Format::kF32, Format::kMxfp4};
+const Format kDenseFormats[] = {Format::kBf16, Format::kF16, Format::kF32};
+
+const char* FormatName(Format f) {
+  switch (f) {
+    case Format::kBf16: return "bf16";
+    case Format::kF16: return "f16";
+    case Format::kF32: return "f32";
+    case Format::kMxfp4: return "mxfp4";
+  }
+  return "?";
+}
+
+// A random problem: x [m, k], W [n, k] (BF16 or F16 bits, F32 values or MXFP4 codes/scales) and
+// its exact decoding.
 struct Problem {
-  bool mxfp4 = false;
+  Format format = Format::kBf16;
   size_t m = 0, k = 0, n = 0;
   std::vector<float> x;
-  std::vector<uint16_t> w_bf16;
+  std::vector<uint16_t> w_bf16, w_f16;
   std::vector<uint8_t> codes, scales;
-  std::vector<float> w;  // decoded W [n, k]
+  std::vector<float> w;  // decoded W [n, k]; the kernel's input for F32
   std::vector<float> bias;
 };
 
@@ -64,6 +82,67 @@ Problem RandomBf16Problem(std::mt19937& rng, size_t m, size_t k, size_t n) {
   return p;
 }
 
+// F16 weights: mostly N(0, 1) rounded to F16, plus 1/16 subnormals (random sign and mantissa),
+// 1/32 signed zeros and, with `wide`, 1/4 random finite bit patterns (every exponent, up to
+// +-65504; never inf or NaN).
+Problem RandomF16Problem(std::mt19937& rng, size_t m, size_t k, size_t n, bool wide = false) {
+  Problem p;
+  p.format = Format::kF16;
+  p.m = m, p.k = k, p.n = n;
+  FillActivations(rng, p);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, 31);
+  std::uniform_int_distribution<uint32_t> bits(0, 0xffff), mantissa(1, 0x3ff), exponent(0, 30);
+  p.w_f16.resize(n * k);
+  p.w.resize(n * k);
+  for (size_t i = 0; i < n * k; ++i) {
+    const int r = kind(rng);
+    const uint16_t sign = static_cast<uint16_t>(bits(rng) & 0x8000);
+    uint16_t h;
+    if (r < 2) {
+      h = sign | static_cast<uint16_t>(mantissa(rng));  // subnormal
+    } else if (r == 2) {
+      h = sign;  // +-0
+    } else if (wide && r < 11) {
+      h = sign | static_cast<uint16_t>(exponent(rng) << 10) | static_cast<uint16_t>(bits(rng) & 0x3ff);
+    } else {
+      h = F32ToF16(dist(rng));
+    }
+    p.w_f16[i] = h;
+    p.w[i] = F16ToF32(h);
+  }
+  return p;
+}
+
+// F32 weights: mostly N(0, 1), plus 1/16 subnormals, 1/32 signed zeros and, with `wide`, 1/4
+// random finite bit patterns (never inf or NaN).
+Problem RandomF32Problem(std::mt19937& rng, size_t m, size_t k, size_t n, bool wide = false) {
+  Problem p;
+  p.format = Format::kF32;
+  p.m = m, p.k = k, p.n = n;
+  FillActivations(rng, p);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, 31);
+  std::uniform_int_distribution<uint32_t> bits(0, 0xffffffffu), exponent(0, 254);
+  p.w.resize(n * k);
+  for (size_t i = 0; i < n * k; ++i) {
+    const int r = kind(rng);
+    const uint32_t b = bits(rng), sign = b & 0x80000000u;
+    uint32_t u;
+    if (r < 2) {
+      u = sign | ((b & 0x7fffffu) | 1u);  // subnormal
+    } else if (r == 2) {
+      u = sign;
+    } else if (wide && r < 11) {
+      u = sign | exponent(rng) << 23 | (b & 0x7fffffu);
+    } else {
+      u = std::bit_cast<uint32_t>(dist(rng));
+    }
+    p.w[i] = std::bit_cast<float>(u);
+  }
+  return p;
+}
+
 // p.w = the reference decoding of p.codes / p.scales.
 void DecodeWeights(Problem& p) {
   const size_t groups = p.k / kMxfp4BlockSize;
@@ -80,7 +159,7 @@ void DecodeWeights(Problem& p) {
 Problem RandomMxfp4Problem(std::mt19937& rng, size_t m, size_t k, size_t n, int min_scale = 119,
                            int max_scale = 131) {
   Problem p;
-  p.mxfp4 = true;
+  p.format = Format::kMxfp4;
   p.m = m, p.k = k, p.n = n;
   FillActivations(rng, p);
   const size_t groups = k / kMxfp4BlockSize;
@@ -93,21 +172,49 @@ Problem RandomMxfp4Problem(std::mt19937& rng, size_t m, size_t k, size_t n, int 
   return p;
 }
 
+// A random problem of format f (k % 32 == 0 for MXFP4).
+Problem RandomProblem(Format f, std::mt19937& rng, size_t m, size_t k, size_t n) {
+  switch (f) {
+    case Format::kBf16: return RandomBf16Problem(rng, m, k, n);
+    case Format::kF16: return RandomF16Problem(rng, m, k, n);
+    case Format::kF32: return RandomF32Problem(rng, m, k, n);
+    case Format::kMxfp4: return RandomMxfp4Problem(rng, m, k, n);
+  }
+  return {};
+}
+
 // Runs the table's kernel for the problem's format on columns [n_begin, n_end).
 void RunKernel(const KernelTable& t, const Problem& p, size_t n_begin, size_t n_end,
                const float* bias, float* y, size_t ldy) {
-  if (!p.mxfp4) {
-    t.matmul_bf16(p.x.data(), p.m, p.k, p.w_bf16.data(), n_begin, n_end, bias, y, ldy);
-  } else {
-    t.matmul_mxfp4(p.x.data(), p.m, p.k, p.codes.data(), p.scales.data(), n_begin, n_end, bias, y,
-                   ldy);
+  switch (p.format) {
+    case Format::kBf16:
+      return t.matmul_bf16(p.x.data(), p.m, p.k, p.w_bf16.data(), n_begin, n_end, bias, y, ldy);
+    case Format::kF16:
+      return t.matmul_f16(p.x.data(), p.m, p.k, p.w_f16.data(), n_begin, n_end, bias, y, ldy);
+    case Format::kF32:
+      return t.matmul_f32(p.x.data(), p.m, p.k, p.w.data(), n_begin, n_end, bias, y, ldy);
+    case Format::kMxfp4:
+      return t.matmul_mxfp4(p.x.data(), p.m, p.k, p.codes.data(), p.scales.data(), n_begin, n_end,
+                            bias, y, ldy);
+  }
+}
+
+// The same through the thread-parallel wrapper of parallel_matmul.h (all n columns).
+void RunParallel(const Problem& p, const float* bias, float* y, size_t ldy) {
+  switch (p.format) {
+    case Format::kBf16: return MatmulBf16(p.x.data(), p.m, p.k, p.w_bf16.data(), p.n, bias, y, ldy);
+    case Format::kF16: return MatmulF16(p.x.data(), p.m, p.k, p.w_f16.data(), p.n, bias, y, ldy);
+    case Format::kF32: return MatmulF32(p.x.data(), p.m, p.k, p.w.data(), p.n, bias, y, ldy);
+    case Format::kMxfp4:
+      return MatmulMxfp4(p.x.data(), p.m, p.k, p.codes.data(), p.scales.data(), p.n, bias, y, ldy);
   }
 }
 
 // Checks y[:, n_begin:n_end] against the exact result and that nothing else was written. The
 // bound is the rounding of a length-(k+1) f32 sum in any order (gamma_{k+1} style, doubled for
 // the f32 products of the reference) over sum |terms|, plus the absolute error of results that
-// fall in the subnormal range (scale-0 MXFP4 blocks), not a hand-picked constant.
+// fall in the subnormal range (scale-0 MXFP4 blocks, subnormal F32 weights), not a hand-picked
+// constant.
 ::testing::AssertionResult CheckOutput(const Problem& p, size_t n_begin, size_t n_end,
                                        const float* bias, const std::vector<float>& y,
                                        size_t ldy) {
@@ -189,6 +296,21 @@ TEST_P(MatmulIsaTest, Bf16MatchesExact) {
   }
 }
 
+// F16 weights with subnormals and signed zeros, every k tail (k % 16, k % 8) and k = 0.
+TEST_P(MatmulIsaTest, F16MatchesExact) {
+  SCOPED_TRACE(testing::Message() << "seed=" << seed_);
+  for (size_t k : {0, 1, 7, 15, 16, 31, 33, 300, 2880}) {
+    CheckAllShapes(k, [&](size_t m, size_t n) { return RandomF16Problem(rng_, m, k, n); });
+  }
+}
+
+TEST_P(MatmulIsaTest, F32MatchesExact) {
+  SCOPED_TRACE(testing::Message() << "seed=" << seed_);
+  for (size_t k : {0, 1, 7, 15, 16, 31, 33, 300, 2880}) {
+    CheckAllShapes(k, [&](size_t m, size_t n) { return RandomF32Problem(rng_, m, k, n); });
+  }
+}
+
 TEST_P(MatmulIsaTest, Mxfp4MatchesExact) {
   SCOPED_TRACE(testing::Message() << "seed=" << seed_);
   for (size_t k : {0, 32, 64, 96, 288, 2880}) {
@@ -199,14 +321,16 @@ TEST_P(MatmulIsaTest, Mxfp4MatchesExact) {
 // x = one-hot rows, so y[i, j] is the decoded weight W[j, c_i] exactly (no rounding): catches
 // any nibble-order, permutation or scale mistake bit for bit, over every scale byte (0 =
 // subnormal; 253..255 give inf weights, and then 0 * inf makes the whole output NaN, as in the
-// reference).
+// reference), and any F16 / F32 decoding mistake over random finite values of every exponent.
 TEST_P(MatmulIsaTest, OneHotActivationsRecoverWeightsExactly) {
   SCOPED_TRACE(testing::Message() << "seed=" << seed_);
-  for (size_t m : {1, 3, 7}) {
-    for (bool mxfp4 : {false, true}) {
+  for (size_t m : {1, 3, 7, 13}) {
+    for (Format f : kFormats) {
       const size_t k = 96, n = 86;  // 258 blocks: every scale byte at least once
-      Problem p = mxfp4 ? RandomMxfp4Problem(rng_, m, k, n) : RandomBf16Problem(rng_, m, k, n);
-      if (mxfp4) {
+      Problem p = f == Format::kF16   ? RandomF16Problem(rng_, m, k, n, /*wide=*/true)
+                  : f == Format::kF32 ? RandomF32Problem(rng_, m, k, n, /*wide=*/true)
+                                      : RandomProblem(f, rng_, m, k, n);
+      if (f == Format::kMxfp4) {
         // Block b gets scale b % 256 and its 32 codes are two shuffles of all 16 codes.
         std::vector<uint8_t> nibbles(32);
         for (size_t b = 0; b < p.scales.size(); ++b) {
@@ -233,7 +357,7 @@ TEST_P(MatmulIsaTest, OneHotActivationsRecoverWeightsExactly) {
             const size_t c = (c0 + 37 * i) % k;
             const float got = y[i * n + j];
             if (finite_row[j]) {
-              ASSERT_EQ(got, p.w[j * k + c]) << (mxfp4 ? "mxfp4" : "bf16") << " m=" << m
+              ASSERT_EQ(got, p.w[j * k + c]) << FormatName(f) << " m=" << m
                                              << " row " << i << " col " << j << " element " << c;
             } else {
               ASSERT_TRUE(std::isnan(got)) << "m=" << m << " col " << j << ": " << got;
@@ -248,10 +372,10 @@ TEST_P(MatmulIsaTest, OneHotActivationsRecoverWeightsExactly) {
 // A column's bits do not depend on how [n_begin, n_end) is split: the parallel wrappers rely on it.
 TEST_P(MatmulIsaTest, SplittingColumnsGivesIdenticalBits) {
   SCOPED_TRACE(testing::Message() << "seed=" << seed_);
-  for (size_t m : {1, 3, 4, 9}) {
-    for (bool mxfp4 : {false, true}) {
+  for (size_t m : {1, 3, 4, 9, 13}) {
+    for (Format f : kFormats) {
       const size_t k = 320, n = 301;
-      const Problem p = mxfp4 ? RandomMxfp4Problem(rng_, m, k, n) : RandomBf16Problem(rng_, m, k, n);
+      const Problem p = RandomProblem(f, rng_, m, k, n);
       std::vector<float> whole(m * n, kSentinel), parts(m * n, kSentinel);
       RunKernel(table(), p, 0, n, p.bias.data(), whole.data(), n);
       std::uniform_int_distribution<size_t> cut(1, n - 1);
@@ -261,7 +385,7 @@ TEST_P(MatmulIsaTest, SplittingColumnsGivesIdenticalBits) {
       RunKernel(table(), p, a, b, p.bias.data(), parts.data(), n);
       RunKernel(table(), p, b, n, p.bias.data(), parts.data(), n);
       ASSERT_EQ(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)), 0)
-          << (mxfp4 ? "mxfp4" : "bf16") << " m=" << m << " cuts " << a << ", " << b;
+          << FormatName(f) << " m=" << m << " cuts " << a << ", " << b;
     }
   }
 }
@@ -272,10 +396,10 @@ TEST_P(MatmulIsaTest, SplittingColumnsGivesIdenticalBits) {
 TEST_P(MatmulIsaTest, RowsDoNotDependOnBatchSize) {
   SCOPED_TRACE(testing::Message() << "seed=" << seed_);
   const size_t m = 19, n = 70;
-  for (bool mxfp4 : {false, true}) {
-    for (size_t k : mxfp4 ? std::vector<size_t>{32, 288, 2880, 4160}
-                          : std::vector<size_t>{7, 33, 300, 2880, 4100}) {
-      const Problem p = mxfp4 ? RandomMxfp4Problem(rng_, m, k, n) : RandomBf16Problem(rng_, m, k, n);
+  for (Format f : kFormats) {
+    for (size_t k : f == Format::kMxfp4 ? std::vector<size_t>{32, 288, 2880, 4160}
+                                        : std::vector<size_t>{7, 33, 300, 2880, 4100}) {
+      const Problem p = RandomProblem(f, rng_, m, k, n);
       std::vector<float> whole(m * n, kSentinel);
       RunKernel(table(), p, 0, n, p.bias.data(), whole.data(), n);
       for (size_t batch : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
@@ -287,7 +411,99 @@ TEST_P(MatmulIsaTest, RowsDoNotDependOnBatchSize) {
           RunKernel(table(), sub, 0, n, p.bias.data(), parts.data() + i0 * n, n);
         }
         ASSERT_EQ(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)), 0)
-            << (mxfp4 ? "mxfp4" : "bf16") << " k=" << k << " batches of " << batch;
+            << FormatName(f) << " k=" << k << " batches of " << batch;
+      }
+    }
+  }
+}
+
+// The decode step (m = 1) and a verification batch (m = 13, the GEMM form on every ISA) give
+// row i the same bits, for every row and the three dense formats, over k with every tail.
+TEST_P(MatmulIsaTest, OneRowMatchesItsRowOfThirteen) {
+  SCOPED_TRACE(testing::Message() << "seed=" << seed_);
+  const size_t m = 13, n = 131;
+  for (Format f : kDenseFormats) {
+    for (size_t k : {1, 15, 17, 100, 2049, 2880}) {
+      const Problem p = RandomProblem(f, rng_, m, k, n);
+      std::vector<float> batch(m * n, kSentinel);
+      RunKernel(table(), p, 0, n, p.bias.data(), batch.data(), n);
+      for (size_t i = 0; i < m; ++i) {
+        Problem row = p;
+        row.m = 1;
+        row.x.assign(p.x.begin() + i * k, p.x.begin() + (i + 1) * k);
+        std::vector<float> y(n, kSentinel);
+        RunKernel(table(), row, 0, n, p.bias.data(), y.data(), n);
+        ASSERT_EQ(std::memcmp(y.data(), batch.data() + i * n, n * sizeof(float)), 0)
+            << FormatName(f) << " k=" << k << " row " << i;
+      }
+    }
+  }
+}
+
+// The dense formats share one summation order per table: weights that BF16, F16 and F32 all
+// represent exactly (BF16 values of magnitude in [2^-14, 2^15], the normal F16 range, with at
+// most 8 significant bits) give identical bits through matmul_bf16, matmul_f16 and matmul_f32,
+// for every m (dot and GEMM forms) and k tail.
+TEST_P(MatmulIsaTest, DenseFormatsShareTheBf16SummationOrder) {
+  SCOPED_TRACE(testing::Message() << "seed=" << seed_);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (size_t k : {0, 1, 7, 16, 33, 300, 2880}) {
+    for (size_t m : kRows) {
+      const size_t n = 75;
+      Problem p = RandomBf16Problem(rng_, m, k, n);
+      for (size_t i = 0; i < n * k; ++i) {
+        while (std::fabs(p.w[i]) < 0x1p-14f || std::fabs(p.w[i]) > 0x1p15f) {
+          p.w_bf16[i] = F32ToBf16(dist(rng_));
+          p.w[i] = Bf16ToF32(p.w_bf16[i]);
+        }
+      }
+      p.w_f16.resize(n * k);
+      for (size_t i = 0; i < n * k; ++i) {
+        p.w_f16[i] = F32ToF16(p.w[i]);
+        ASSERT_EQ(F16ToF32(p.w_f16[i]), p.w[i]);
+      }
+      std::vector<float> y[3];
+      for (Format f : kDenseFormats) {
+        p.format = f;
+        std::vector<float>& out = y[static_cast<int>(f)];
+        out.assign(m * (n + 2), kSentinel);
+        RunKernel(table(), p, 2, n, p.bias.data(), out.data(), n + 2);
+      }
+      ASSERT_EQ(std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)), 0)
+          << "f16 vs bf16, m=" << m << " k=" << k;
+      ASSERT_EQ(std::memcmp(y[0].data(), y[2].data(), y[0].size() * sizeof(float)), 0)
+          << "f32 vs bf16, m=" << m << " k=" << k;
+    }
+  }
+}
+
+// Every finite F16 value (both signs, exponents 0..30 with subnormals, every mantissa) as a
+// weight: W[j, c] = sign(j), exponent(j), mantissa c, recovered exactly by identity rows of x,
+// computed in batches of 1, 4, 9 and 16 rows (the dot forms and the GEMM).
+TEST_P(MatmulIsaTest, F16DecodesEveryFiniteValueExactly) {
+  const size_t k = 1024, n = 62;
+  std::vector<uint16_t> w(n * k);
+  for (size_t j = 0; j < n; ++j) {
+    for (size_t c = 0; c < k; ++c) {
+      w[j * k + c] = static_cast<uint16_t>((j / 31) << 15 | (j % 31) << 10 | c);
+    }
+  }
+  for (size_t batch : {1, 4, 9, 16}) {
+    std::vector<float> x(batch * k), y(batch * n);
+    for (size_t c0 = 0; c0 < k; c0 += batch) {
+      const size_t rows = std::min(batch, k - c0);
+      std::fill(x.begin(), x.end(), 0.0f);
+      for (size_t i = 0; i < rows; ++i) x[i * k + c0 + i] = 1.0f;
+      std::fill(y.begin(), y.end(), kSentinel);
+      table().matmul_f16(x.data(), rows, k, w.data(), 0, n, nullptr, y.data(), n);
+      for (size_t i = 0; i < rows; ++i) {
+        for (size_t j = 0; j < n; ++j) {
+          const uint16_t h = w[j * k + c0 + i];
+          ASSERT_EQ(y[i * n + j], F16ToF32(h)) << "f16 bits 0x" << std::hex << h << std::dec << " batch " << batch;
+          if ((h & 0x7fff) != 0) {
+            ASSERT_EQ(std::signbit(y[i * n + j]), (h >> 15) != 0) << "f16 bits 0x" << std::hex << h;
+          }
+        }
       }
     }
   }
@@ -300,13 +516,19 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, MatmulIsaTest,
 TEST(MatmulDispatch, TablesNameTheirPaths) {
   EXPECT_STREQ(KernelsFor(Isa::kScalar).matmul_bf16_isa, "scalar");
   EXPECT_STREQ(KernelsFor(Isa::kScalar).matmul_mxfp4_isa, "scalar");
+  EXPECT_STREQ(KernelsFor(Isa::kScalar).matmul_f16_isa, "scalar");
+  EXPECT_STREQ(KernelsFor(Isa::kScalar).matmul_f32_isa, "scalar");
   if (IsaSupported(Isa::kAvx2)) {
     EXPECT_STREQ(KernelsFor(Isa::kAvx2).matmul_bf16_isa, "avx2");
     EXPECT_STREQ(KernelsFor(Isa::kAvx2).matmul_mxfp4_isa, "avx2");
+    EXPECT_STREQ(KernelsFor(Isa::kAvx2).matmul_f16_isa, "avx2");  // Isa::kAvx2 implies F16C
+    EXPECT_STREQ(KernelsFor(Isa::kAvx2).matmul_f32_isa, "avx2");
   }
   if (IsaSupported(Isa::kAvx512)) {
     EXPECT_STREQ(KernelsFor(Isa::kAvx512).matmul_bf16_isa, "avx512");
     EXPECT_STREQ(KernelsFor(Isa::kAvx512).matmul_mxfp4_isa, "avx512");
+    EXPECT_STREQ(KernelsFor(Isa::kAvx512).matmul_f16_isa, "avx512");
+    EXPECT_STREQ(KernelsFor(Isa::kAvx512).matmul_f32_isa, "avx512");
   }
 }
 
@@ -352,22 +574,17 @@ TEST(ParallelMatmul, ThreadCountDoesNotChangeTheBits) {
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE(testing::Message() << "seed=" << seed);
   std::mt19937 rng(seed);
-  for (size_t m : {1, 4, 7}) {
-    for (bool mxfp4 : {false, true}) {
+  for (size_t m : {1, 4, 7, 13}) {
+    for (Format f : kFormats) {
       const size_t k = 288, n = 517;
-      const Problem p = mxfp4 ? RandomMxfp4Problem(rng, m, k, n) : RandomBf16Problem(rng, m, k, n);
+      const Problem p = RandomProblem(f, rng, m, k, n);
       const size_t ldy = n + 3;
       std::vector<float> first;
       for (int threads : {1, 2, 3}) {
         SetGlobalThreadCount(threads);
         std::vector<float> y(m * ldy, kSentinel);
-        if (mxfp4) {
-          MatmulMxfp4(p.x.data(), m, k, p.codes.data(), p.scales.data(), n, p.bias.data(), y.data(),
-                      ldy);
-        } else {
-          MatmulBf16(p.x.data(), m, k, p.w_bf16.data(), n, p.bias.data(), y.data(), ldy);
-        }
-        SCOPED_TRACE(testing::Message() << (mxfp4 ? "mxfp4" : "bf16") << " m=" << m
+        RunParallel(p, p.bias.data(), y.data(), ldy);
+        SCOPED_TRACE(testing::Message() << FormatName(f) << " m=" << m
                                         << " threads=" << threads);
         ASSERT_TRUE(CheckOutput(p, 0, n, p.bias.data(), y, ldy));
         if (first.empty()) {
@@ -382,12 +599,20 @@ TEST(ParallelMatmul, ThreadCountDoesNotChangeTheBits) {
 
 TEST(ParallelMatmul, DefaultLdyIsN) {
   std::mt19937 rng(std::random_device{}());
-  const Problem p = RandomBf16Problem(rng, 2, 40, 9);
-  std::vector<float> a(2 * 9, kSentinel), b(2 * 9, kSentinel);
-  MatmulBf16(p.x.data(), 2, 40, p.w_bf16.data(), 9, nullptr, a.data());
-  MatmulBf16(p.x.data(), 2, 40, p.w_bf16.data(), 9, nullptr, b.data(), 9);
-  EXPECT_EQ(a, b);
-  EXPECT_TRUE(CheckOutput(p, 0, 9, nullptr, a, 9));
+  for (Format f : kDenseFormats) {
+    SCOPED_TRACE(FormatName(f));
+    const Problem p = RandomProblem(f, rng, 2, 40, 9);
+    std::vector<float> a(2 * 9, kSentinel), b(2 * 9, kSentinel);
+    switch (f) {
+      case Format::kBf16: MatmulBf16(p.x.data(), 2, 40, p.w_bf16.data(), 9, nullptr, a.data()); break;
+      case Format::kF16: MatmulF16(p.x.data(), 2, 40, p.w_f16.data(), 9, nullptr, a.data()); break;
+      case Format::kF32: MatmulF32(p.x.data(), 2, 40, p.w.data(), 9, nullptr, a.data()); break;
+      case Format::kMxfp4: break;
+    }
+    RunParallel(p, nullptr, b.data(), 9);
+    EXPECT_EQ(a, b);
+    EXPECT_TRUE(CheckOutput(p, 0, 9, nullptr, a, 9));
+  }
 }
 
 TEST(ParallelMatmul, Mxfp4RejectsPartialBlocks) {

@@ -19,9 +19,11 @@ void RegisterInfo(CLI::App& app) {
     std::printf("system_info: %s\n", cpu.Summary().c_str());
     std::printf("isa: best=%s active=%s%s\n", IsaName(cpu.BestIsa()), IsaName(active),
                 active != cpu.BestIsa() ? " (capped by TESSERA_ISA)" : "");
-    std::printf("kernels: convert_bf16_f32=%s dot_bf16_f32=%s matmul_bf16=%s matmul_mxfp4=%s rope_apply=%s "
+    std::printf("kernels: convert_bf16_f32=%s dot_bf16_f32=%s matmul_bf16=%s matmul_f16=%s matmul_f32=%s "
+                "matmul_mxfp4=%s rope_apply=%s "
                 "gather_reduce=%s attend=%s quantize_q8=%s matmul_q8_mxfp4=%s matmul_q8_int8=%s\n",
-                k.convert_bf16_f32_isa, k.dot_bf16_f32_isa, k.matmul_bf16_isa, k.matmul_mxfp4_isa,
+                k.convert_bf16_f32_isa, k.dot_bf16_f32_isa, k.matmul_bf16_isa, k.matmul_f16_isa,
+                k.matmul_f32_isa, k.matmul_mxfp4_isa,
                 k.rope_apply_isa, k.gather_reduce_isa, k.attend_isa, k.quantize_q8_isa, k.matmul_q8_mxfp4_isa,
                 k.matmul_q8_int8_isa);
     std::printf("threads: %d (cpus available: %d)\n", GlobalPool().num_threads(), DefaultThreadCount());

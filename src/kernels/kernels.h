@@ -33,6 +33,8 @@ struct KernelTable {
   const char* dot_bf16_f32_isa;
   const char* matmul_bf16_isa;
   const char* matmul_mxfp4_isa;
+  const char* matmul_f16_isa;
+  const char* matmul_f32_isa;
   const char* rope_apply_isa;
   const char* gather_reduce_isa;
   const char* quantize_q8_isa;
@@ -59,6 +61,13 @@ struct KernelTable {
   // W in BF16: w[j * k + c].
   void (*matmul_bf16)(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_begin,
                       size_t n_end, const float* bias, float* y, size_t ldy);
+  // W in F16 (IEEE binary16, subnormals included): w[j * k + c], decoded exactly to f32 (as
+  // vcvtph2ps does). Summation order: that of matmul_bf16 in the same table.
+  void (*matmul_f16)(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_begin,
+                     size_t n_end, const float* bias, float* y, size_t ldy);
+  // W in F32: w[j * k + c], used as is. Summation order: that of matmul_bf16 in the same table.
+  void (*matmul_f32)(const float* x, size_t m, size_t k, const float* w, size_t n_begin,
+                     size_t n_end, const float* bias, float* y, size_t ldy);
   // W in MXFP4 (gpt-oss checkpoint layout, kernels/mxfp4.h): codes [n, k/32, 16] u8 (low nibble =
   // even element), scales [n, k/32] u8 E8M0. k % 32 == 0. Decoding is exact, so the result
   // equals matmul over the decoded f32 weights up to summation order.

@@ -1,8 +1,10 @@
-// AVX2 + FMA matmul kernels: y[:, n_begin:n_end] = x W^T + bias with W in BF16 or MXFP4
-// (contract in kernels.h). Same design as matmul_avx512.cpp (read its header), sized for 8-lane
-// registers and 16 ymm: output (i, j) = ReduceLanes(S_0 .. S_7) + bias, where lane l's step t is
-// element 8t + l (BF16; zero past k) or, for MXFP4, element 32g + kPerm32[8u + l] with t = 4g + u
-// (the nibble decoder's order). The dot form (m <= kDotMaxRows, kDotCols(R) weight rows per pass)
+// AVX2 + FMA (+ F16C) matmul kernels: y[:, n_begin:n_end] = x W^T + bias with W in BF16, F16,
+// F32 or MXFP4 (contract in kernels.h); BF16, F16 and F32 share one implementation (templated on
+// the weight loader), so they have the same summation order. Same design as matmul_avx512.cpp
+// (read its header), sized for 8-lane registers and 16 ymm: output (i, j) =
+// ReduceLanes(S_0 .. S_7) + bias, where lane l's step t is element 8t + l (BF16, F16, F32; zero
+// past k) or, for MXFP4, element 32g + kPerm32[8u + l] with t = 4g + u (the nibble decoder's
+// order). The dot form (m <= kDotMaxRows, kDotCols(R) weight rows per pass)
 // keeps S_0 .. S_7 in the lanes of one accumulator; the lane-split GEMM (m > kDotMaxRows) keeps
 // <= 6 rows x 16 columns of one S_l in 12 accumulators over a [lane][step][16 columns] panel.
 // Both evaluate the same sums in the same order, so a row's bits do not depend on m, and columns
@@ -57,16 +59,48 @@ inline __m256i Mask8(size_t n) {
 
 // ---- decoding -----------------------------------------------------------------------------------
 
-inline __m256 Bf16x8(const uint16_t* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-// The first n (< 8) weights at p, zero-padded (no read past p + n).
-inline __m256 Bf16x8Partial(const uint16_t* p, size_t n) {
-  alignas(16) uint16_t buf[8] = {};
-  std::memcpy(buf, p, n * sizeof(uint16_t));
-  return Bf16x8(buf);
-}
+// Weight loaders of the dense formats: Load(p) decodes the 8 weights at p exactly to f32,
+// LoadPartial(p, n) the first n (< 8), zero-padded (no read past p + n).
+struct Bf16Weights {
+  using Elem = uint16_t;
+  static inline __m256 Load(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static inline __m256 LoadPartial(const uint16_t* p, size_t n) {
+    alignas(16) uint16_t buf[8] = {};
+    std::memcpy(buf, p, n * sizeof(uint16_t));
+    return Load(buf);
+  }
+};
+// IEEE binary16 through F16C: vcvtph2ps is exact for every value (f16 subnormals are normal f32
+// numbers). FillAvx2Matmul installs these kernels only when the CPU has F16C.
+struct F16Weights {
+  using Elem = uint16_t;
+  static inline __m256 Load(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static inline __m256 LoadPartial(const uint16_t* p, size_t n) {
+    alignas(16) uint16_t buf[8] = {};
+    std::memcpy(buf, p, n * sizeof(uint16_t));
+    return Load(buf);
+  }
+};
+// F32 weights as they are. The empty asm keeps the loaded vector in a register, so that GCC
+// does not fold the load into each of the R FMAs that use it (R loads per weight vector).
+struct F32Weights {
+  using Elem = float;
+  static inline __m256 Load(const float* p) {
+    __m256 v = _mm256_loadu_ps(p);
+    asm("" : "+x"(v));
+    return v;
+  }
+  static inline __m256 LoadPartial(const float* p, size_t n) {
+    __m256 v = _mm256_maskload_ps(p, Mask8(n));
+    asm("" : "+x"(v));
+    return v;
+  }
+};
 
 // The 8 non-negative E2M1 values times 2^(s - 127) for every E8M0 scale byte s (8 KB, built at
 // compile time), each pre-xored with (code << 28) for the sign trick in Mxfp4Decoder: one load
@@ -184,11 +218,11 @@ inline float Finish(__m256 acc, const float* bias, size_t j) {
   return ReduceLanes(acc) + (bias ? bias[j] : 0.0f);
 }
 
-// R rows of x (stride k) against C consecutive BF16 weight rows starting at w; writes y[r, c]
+// R rows of x (stride k) against C consecutive weight rows starting at w; writes y[r, c]
 // (stride ldy) for c < C. The accumulation order of each (r, c) does not depend on C.
-template <int R, int C>
-void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias, float* y,
-                 size_t ldy) {
+template <typename W, int R, int C>
+void DotTile(const float* x, size_t k, const typename W::Elem* w, const float* bias, float* y,
+             size_t ldy) {
   __m256 acc[R][C];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
@@ -202,7 +236,7 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
     for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(x + r * k + i);
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      const __m256 wv = Bf16x8(w + c * k + i);
+      const __m256 wv = W::Load(w + c * k + i);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv, xv[r], acc[r][c]);
     }
@@ -214,7 +248,7 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
     for (int r = 0; r < R; ++r) xv[r] = _mm256_maskload_ps(x + r * k + i, mask);
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      const __m256 wv = Bf16x8Partial(w + c * k + i, k - i);
+      const __m256 wv = W::LoadPartial(w + c * k + i, k - i);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv, xv[r], acc[r][c]);
     }
@@ -226,18 +260,18 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
   }
 }
 
-template <int R>
-void DotBf16(const float* x, size_t k, const uint16_t* w, size_t n_begin, size_t n_end,
-             const float* bias, float* y, size_t ldy) {
+template <typename W, int R>
+void Dot(const float* x, size_t k, const typename W::Elem* w, size_t n_begin, size_t n_end,
+         const float* bias, float* y, size_t ldy) {
   constexpr size_t C = kDotCols<R>;
   size_t j = n_begin;
   for (; j + C <= n_end; j += C) {
-    DotTileBf16<R, C>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
+    DotTile<W, R, C>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
   }
-  for (; j < n_end; ++j) DotTileBf16<R, 1>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
+  for (; j < n_end; ++j) DotTile<W, R, 1>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
 }
 
-// As DotTileBf16 for MXFP4: xp holds R rows of permuted activations (PermuteActivations); codes
+// As DotTile for MXFP4: xp holds R rows of permuted activations (PermuteActivations); codes
 // and scales point at weight row j0 (C rows follow, `groups` blocks each).
 template <int R, int C>
 void DotTileMxfp4(const float* xp, size_t k, const uint8_t* codes, const uint8_t* scales,
@@ -362,8 +396,9 @@ void LaneMajorActivations(size_t m, size_t k, const KBlocks& kb, float* xl, size
 // row l S + t holds the weights of step t of lane l for the 16 columns (zero for columns past nc
 // and elements past k), so each lane's rows are contiguous. Each column's steps are decoded as in
 // the dot form and 8 columns are transposed at a time.
-void PackBf16(const uint16_t* w, size_t k, size_t j0, size_t nc, size_t pc, size_t kc,
-              float* panel) {
+template <typename W>
+void PackDense(const typename W::Elem* w, size_t k, size_t j0, size_t nc, size_t pc, size_t kc,
+               float* panel) {
   const size_t steps = Steps(kc);
   for (size_t strip = 0; strip < kNr; strip += 8) {
     const size_t cols = strip < nc ? Min(8, nc - strip) : 0;
@@ -372,8 +407,8 @@ void PackBf16(const uint16_t* w, size_t k, size_t j0, size_t nc, size_t pc, size
       __m256 r[8];
 #pragma GCC unroll 8
       for (size_t i = 0; i < 8; ++i) {
-        const uint16_t* src = w + (j0 + strip + i) * k + pc + 8 * t;
-        r[i] = i >= cols ? _mm256_setzero_ps() : n == 8 ? Bf16x8(src) : Bf16x8Partial(src, n);
+        const typename W::Elem* src = w + (j0 + strip + i) * k + pc + 8 * t;
+        r[i] = i >= cols ? _mm256_setzero_ps() : n == 8 ? W::Load(src) : W::LoadPartial(src, n);
       }
       Transpose8x8(r);
 #pragma GCC unroll 8
@@ -532,16 +567,18 @@ void BiasOnly(size_t m, size_t n_begin, size_t n_end, const float* bias, float* 
 
 // ---- entry points -------------------------------------------------------------------------------
 
-void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_begin,
-                size_t n_end, const float* bias, float* y, size_t ldy) {
+// BF16, F16 and F32 weights (W: the loader).
+template <typename W>
+void MatmulDense(const float* x, size_t m, size_t k, const typename W::Elem* w, size_t n_begin,
+                 size_t n_end, const float* bias, float* y, size_t ldy) {
   if (m == 0 || n_begin >= n_end) return;
   if (k == 0) return BiasOnly(m, n_begin, n_end, bias, y, ldy);
   static_assert(kDotMaxRows == 4);
   switch (m) {
-    case 1: return DotBf16<1>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 2: return DotBf16<2>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 3: return DotBf16<3>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 4: return DotBf16<4>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 1: return Dot<W, 1>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 2: return Dot<W, 2>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 3: return Dot<W, 3>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 4: return Dot<W, 4>(x, k, w, n_begin, n_end, bias, y, ldy);
     default: break;
   }
   const KBlocks kb = PlanKBlocks(k);
@@ -555,7 +592,7 @@ void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_
   });
   Gemm(s.xl, s.ldxl, m, k, kb, n_begin, n_end, bias, y, ldy, s.panel, s.sums,
        [&](size_t j0, size_t nc, size_t pc, size_t kc, float* panel) {
-         PackBf16(w, k, j0, nc, pc, kc, panel);
+         PackDense<W>(w, k, j0, nc, pc, kc, panel);
        });
 }
 
@@ -594,8 +631,16 @@ void MatmulMxfp4(const float* x, size_t m, size_t k, const uint8_t* codes, const
 }  // namespace
 
 void FillAvx2Matmul(KernelTable& t) {
-  t.matmul_bf16 = MatmulBf16;
+  t.matmul_bf16 = MatmulDense<Bf16Weights>;
   t.matmul_bf16_isa = "avx2";
+  // Isa::kAvx2 already requires F16C (CpuFeatures::BestIsa), as every AVX2 CPU we target has it;
+  // checked here too so that the F16 entry falls back to the reference should that ever change.
+  if (GetCpuFeatures().f16c) {
+    t.matmul_f16 = MatmulDense<F16Weights>;
+    t.matmul_f16_isa = "avx2";
+  }
+  t.matmul_f32 = MatmulDense<F32Weights>;
+  t.matmul_f32_isa = "avx2";
   t.matmul_mxfp4 = MatmulMxfp4;
   t.matmul_mxfp4_isa = "avx2";
 }

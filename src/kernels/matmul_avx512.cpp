@@ -1,18 +1,21 @@
-// AVX-512 (F/BW/VL/DQ) matmul kernels: y[:, n_begin:n_end] = x W^T + bias with W in BF16 or
-// MXFP4 (contract in kernels.h). Weights are decoded exactly to f32 (BF16: a 16-bit shift; MXFP4:
-// a 16-entry E2M1 table scaled by the E8M0 power of two) and multiplied with f32 activations in
-// f32 FMAs; activations are never rounded to a narrower type.
+// AVX-512 (F/BW/VL/DQ) matmul kernels: y[:, n_begin:n_end] = x W^T + bias with W in BF16, F16,
+// F32 or MXFP4 (contract in kernels.h). Weights are decoded exactly to f32 (BF16: a 16-bit shift;
+// F16: vcvtph2ps; F32: as is; MXFP4: a 16-entry E2M1 table scaled by the E8M0 power of two) and
+// multiplied with f32 activations in f32 FMAs; activations are never rounded to a narrower type.
+// BF16, F16 and F32 share one implementation (the dense kernels, templated on the weight loader
+// below), so the three formats have the same summation order.
 //
 // Summation order (the same for every m, so results are batch-invariant: a row of y has the same
 // bits whether it is computed alone, in a decode batch or inside a long prefill): output (i, j)
 // is the sum of kLanes = 16 lane sums followed by the bias,
 //   y = ReduceLanes(S_0 .. S_15) + bias,   S_l = sequential FMAs over the elements of lane l,
-// where step t of lane l is element 16t + l (BF16; elements past k count as 0 * 0) or, for
-// MXFP4, element 32g + kPerm32[16h + l] with t = 2g + h (the order the nibble decoder produces).
+// where step t of lane l is element 16t + l (BF16, F16, F32; elements past k count as 0 * 0)
+// or, for MXFP4, element 32g + kPerm32[16h + l] with t = 2g + h (the order the nibble decoder
+// produces).
 // Two ways of evaluating it, chosen by m:
 //  - m <= kDotMaxRows (decode, speculative verification; MXFP4: m <= 8): dot form. One pass
 //    streams kDotCols weight rows once, decodes each 16-weight vector once and multiplies it into
-//    up to 4 rows (more rows: see DotBf16); the 16 lanes of one zmm accumulator are S_0 .. S_15.
+//    up to 4 rows (more rows: see Dot); the 16 lanes of one zmm accumulator are S_0 .. S_15.
 //    Memory-bound at small m: the decode must stay cheaper than the DRAM stream.
 //  - m > kDotMaxRows (prefill): lane-split GEMM. x is rearranged once per call to
 //    [row][k block][lane][step]. For each 64 output columns, the weights are decoded once into a
@@ -47,8 +50,8 @@ namespace {
 constexpr size_t kLanes = 16;      // partial sums per output (one zmm of f32)
 constexpr size_t kDotMaxRows = 9;  // m up to this uses the dot form (speculative k + 1 <= 9)
 constexpr size_t kDotCols = 4;     // weight rows (output columns) per dot pass
-// 5 <= m <= kDotMaxRows (BF16): kDotCols weight rows widened to f32 once per chunk of this many
-// elements (4 x 512 B, in L1), then multiplied into the rows in groups of <= 4.
+// 5 <= m <= kDotMaxRows (BF16, F16, F32): kDotCols weight rows widened to f32 once per chunk of
+// this many elements (4 x 512 B, in L1), then multiplied into the rows in groups of <= 4.
 constexpr size_t kWidenChunk = 128;
 // Dot passes prefetch the weights this many passes ahead: without it the hardware prefetchers
 // reach only about 40% of the read bandwidth on the MXFP4 pattern and 0.86-0.92 on BF16 rows
@@ -69,14 +72,48 @@ inline __mmask16 Mask16(size_t n) {
 
 // ---- decoding -----------------------------------------------------------------------------------
 
-inline __m512 Bf16x16(const uint16_t* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-inline __m512 Bf16x16(const uint16_t* p, __mmask16 mask) {
-  const __m256i h = _mm256_maskz_loadu_epi16(mask, p);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
+// Weight loaders of the dense formats: Load(p) decodes the 16 weights at p exactly to f32,
+// Load(p, mask) the lanes in mask (the others are 0; nothing outside them is read).
+struct Bf16Weights {
+  using Elem = uint16_t;
+  static inline __m512 Load(const uint16_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static inline __m512 Load(const uint16_t* p, __mmask16 mask) {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+};
+// IEEE binary16: vcvtph2ps is exact for every value (f16 subnormals are normal f32 numbers).
+struct F16Weights {
+  using Elem = uint16_t;
+  static inline __m512 Load(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static inline __m512 Load(const uint16_t* p, __mmask16 mask) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
+  }
+};
+// F32 weights as they are. The empty asm keeps the loaded vector in a register, so that GCC
+// does not fold the load into each of the R FMAs that use it (R loads per weight vector: the load
+// ports, not the FMAs, would bound the dot form with the weights in cache; see WidenedSteps).
+struct F32Weights {
+  using Elem = float;
+  static inline __m512 Load(const float* p) {
+    __m512 v = _mm512_loadu_ps(p);
+    asm("" : "+v"(v));
+    return v;
+  }
+  static inline __m512 Load(const float* p, __mmask16 mask) {
+    __m512 v = _mm512_maskz_loadu_ps(mask, p);
+    asm("" : "+v"(v));
+    return v;
+  }
+};
+// The dot passes prefetch one 64-byte line per weight row every this many elements.
+template <typename W>
+constexpr size_t kPrefetchElems = 64 / sizeof(typename W::Elem);
 
 // Bit pattern of the f32 kE2M1Values[code] * 2^(s - 127), built from integers because constant
 // evaluation refuses results that overflow: magnitude (1 + f) 2^q times 2^(s - 127) is normal,
@@ -171,19 +208,22 @@ inline float Finish(__m512 acc, const float* bias, size_t j) {
   return ReduceLanes(acc) + (bias ? bias[j] : 0.0f);
 }
 
-// Steps [i, end) of R rows of x (stride k) against C consecutive BF16 weight rows starting at w,
+// Steps [i, end) of R rows of x (stride k) against C consecutive weight rows starting at w,
 // into acc[r][c] (i a multiple of 16; end a multiple of 16 or k, a partial last step masked, its
 // elements past the end counting as 0 * 0). pf: where to prefetch, the same offsets some rows
-// ahead (one line per row every other step), which the hardware prefetchers alone do not keep
-// up with. Step t of every accumulator is elements 16t .. 16t+15 whatever the split into calls.
-template <int R, int C>
-__attribute__((always_inline)) inline void DotStepsBf16(const float* x, size_t k, size_t i, size_t end,
-                                                        const uint16_t* w, const char* pf, __m512 (&acc)[R][C]) {
+// ahead (one line per row per 64 bytes of weights: every other step for 16-bit weights, every
+// step for F32), which the hardware prefetchers alone do not keep up with. Step t of every
+// accumulator is elements 16t .. 16t+15 whatever the split into calls.
+template <typename W, int R, int C>
+__attribute__((always_inline)) inline void DotSteps(const float* x, size_t k, size_t i, size_t end,
+                                                    const typename W::Elem* w, const char* pf,
+                                                    __m512 (&acc)[R][C]) {
+  using Elem = typename W::Elem;
   for (; i + 16 <= end; i += 16) {
     if constexpr (C > 1) {
-      if (i % 32 == 0) {
+      if (i % kPrefetchElems<W> == 0) {
 #pragma GCC unroll 16
-        for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(uint16_t), _MM_HINT_T0);
+        for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(Elem), _MM_HINT_T0);
       }
     }
     __m512 xv[R];
@@ -191,7 +231,7 @@ __attribute__((always_inline)) inline void DotStepsBf16(const float* x, size_t k
     for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + r * k + i);
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
-      const __m512 wv = Bf16x16(w + c * k + i);
+      const __m512 wv = W::Load(w + c * k + i);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
     }
@@ -203,7 +243,7 @@ __attribute__((always_inline)) inline void DotStepsBf16(const float* x, size_t k
     for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, x + r * k + i);
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
-      const __m512 wv = Bf16x16(w + c * k + i, mask);
+      const __m512 wv = W::Load(w + c * k + i, mask);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv, xv[r], acc[r][c]);
     }
@@ -211,16 +251,16 @@ __attribute__((always_inline)) inline void DotStepsBf16(const float* x, size_t k
 }
 
 // R rows of x against C weight rows over the whole k, streaming; writes y[r, c] (stride ldy).
-template <int R, int C>
-void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias, float* y,
-                 size_t ldy) {
+template <typename W, int R, int C>
+void DotTile(const float* x, size_t k, const typename W::Elem* w, const float* bias, float* y,
+             size_t ldy) {
   __m512 acc[R][C];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   }
-  DotStepsBf16<R, C>(x, k, 0, k, w, reinterpret_cast<const char*>(w + kPrefetchTiles * C * k), acc);
+  DotSteps<W, R, C>(x, k, 0, k, w, reinterpret_cast<const char*>(w + kPrefetchTiles * C * k), acc);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
@@ -230,10 +270,10 @@ void DotTileBf16(const float* x, size_t k, const uint16_t* w, const float* bias,
 
 // Steps [i0, i1) of G rows of x against the kDotCols weight rows widened into wf (f32, element
 // i at wf[c][i - i0], zeros past k), accumulators acc_io[r * kDotCols + c] on entry and exit.
-// The same FMAs in the same order as DotStepsBf16 (the widened vector is the same value).
+// The same FMAs in the same order as DotSteps (the widened vector is the same value).
 template <int G>
-__attribute__((always_inline)) inline void WidenedStepsBf16(const float* x, size_t k, size_t i0, size_t i1,
-                                                            const float (*wf)[kWidenChunk], __m512* acc_io) {
+__attribute__((always_inline)) inline void WidenedSteps(const float* x, size_t k, size_t i0, size_t i1,
+                                                        const float (*wf)[kWidenChunk], __m512* acc_io) {
   constexpr int C = kDotCols;
   __m512 acc[G][C];
 #pragma GCC unroll 16
@@ -275,10 +315,13 @@ __attribute__((always_inline)) inline void WidenedStepsBf16(const float* x, size
 
 // R (5 to 9) rows against kDotCols weight rows: each chunk of the weights is widened to f32 once
 // (into L1) and then multiplied into the rows in groups of <= 4 (the register tile), so the
-// widening, a third of the work in three passes over BF16, is paid once; R rows of x (up to
-// 104 KB at k = 2880) stream from L2.
-template <int R>
-void DotTileWidenedBf16(const float* x, size_t k, const uint16_t* w, const float* bias, float* y, size_t ldy) {
+// widening, a third of the work in three passes over BF16, is paid once (F32 weights are only
+// copied, to keep one code path for every format); R rows of x (up to 104 KB at k = 2880) stream
+// from L2.
+template <typename W, int R>
+void DotTileWidened(const float* x, size_t k, const typename W::Elem* w, const float* bias, float* y,
+                    size_t ldy) {
+  using Elem = typename W::Elem;
   constexpr int C = kDotCols, R0 = 4, R1 = R - R0 < 4 ? R - R0 : 4, R2 = R - R0 - R1;
   static_assert(R > 4 && R2 <= 4, "two or three row groups");
   alignas(64) float wf[C][kWidenChunk];
@@ -289,17 +332,17 @@ void DotTileWidenedBf16(const float* x, size_t k, const uint16_t* w, const float
   for (size_t i0 = 0; i0 < k; i0 += kWidenChunk) {
     const size_t i1 = i0 + kWidenChunk < k ? i0 + kWidenChunk : k;
     for (size_t i = i0; i < i1; i += 16) {
-      if (i % 32 == 0) {
+      if (i % kPrefetchElems<W> == 0) {
 #pragma GCC unroll 16
-        for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(uint16_t), _MM_HINT_T0);
+        for (int c = 0; c < C; ++c) _mm_prefetch(pf + (c * k + i) * sizeof(Elem), _MM_HINT_T0);
       }
       const __mmask16 mask = Mask16(i1 - i);
 #pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) _mm512_store_ps(wf[c] + (i - i0), Bf16x16(w + c * k + i, mask));
+      for (int c = 0; c < C; ++c) _mm512_store_ps(wf[c] + (i - i0), W::Load(w + c * k + i, mask));
     }
-    WidenedStepsBf16<R0>(x, k, i0, i1, wf, acc);
-    WidenedStepsBf16<R1>(x + R0 * k, k, i0, i1, wf, acc + R0 * C);
-    if constexpr (R2 > 0) WidenedStepsBf16<R2>(x + (R0 + R1) * k, k, i0, i1, wf, acc + (R0 + R1) * C);
+    WidenedSteps<R0>(x, k, i0, i1, wf, acc);
+    WidenedSteps<R1>(x + R0 * k, k, i0, i1, wf, acc + R0 * C);
+    if constexpr (R2 > 0) WidenedSteps<R2>(x + (R0 + R1) * k, k, i0, i1, wf, acc + (R0 + R1) * C);
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
@@ -312,28 +355,28 @@ void DotTileWidenedBf16(const float* x, size_t k, const uint16_t* w, const float
 // widened tiles above (measured on the attn_q shape, 2 threads: 5 rows 0.95-0.98 ms vs 1.15 for
 // one pass of 5 x 4 accumulators over k chunks and 1.25 for two passes over BF16; 9 rows 1.45-1.5
 // vs 1.9). The column tail takes passes of <= 4 rows over each single weight row.
-template <int R>
-void DotBf16(const float* x, size_t k, const uint16_t* w, size_t n_begin, size_t n_end,
-             const float* bias, float* y, size_t ldy) {
+template <typename W, int R>
+void Dot(const float* x, size_t k, const typename W::Elem* w, size_t n_begin, size_t n_end,
+         const float* bias, float* y, size_t ldy) {
   size_t j = n_begin;
   for (; j + kDotCols <= n_end; j += kDotCols) {
     if constexpr (R <= 4) {
-      DotTileBf16<R, kDotCols>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
+      DotTile<W, R, kDotCols>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
     } else {
-      DotTileWidenedBf16<R>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
+      DotTileWidened<W, R>(x, k, w + j * k, bias ? bias + j : nullptr, y + j, ldy);
     }
   }
   constexpr int R0 = R < 4 ? R : 4, R1 = R - R0 < 4 ? R - R0 : 4, R2 = R - R0 - R1;
   static_assert(R2 <= 4, "at most three passes");
   for (; j < n_end; ++j) {
     const float* b = bias ? bias + j : nullptr;
-    DotTileBf16<R0, 1>(x, k, w + j * k, b, y + j, ldy);
-    if constexpr (R1 > 0) DotTileBf16<R1, 1>(x + R0 * k, k, w + j * k, b, y + R0 * ldy + j, ldy);
-    if constexpr (R2 > 0) DotTileBf16<R2, 1>(x + (R0 + R1) * k, k, w + j * k, b, y + (R0 + R1) * ldy + j, ldy);
+    DotTile<W, R0, 1>(x, k, w + j * k, b, y + j, ldy);
+    if constexpr (R1 > 0) DotTile<W, R1, 1>(x + R0 * k, k, w + j * k, b, y + R0 * ldy + j, ldy);
+    if constexpr (R2 > 0) DotTile<W, R2, 1>(x + (R0 + R1) * k, k, w + j * k, b, y + (R0 + R1) * ldy + j, ldy);
   }
 }
 
-// As DotTileBf16 for MXFP4: xp holds R rows of permuted activations (PermuteActivations); codes
+// As DotTile for MXFP4: xp holds R rows of permuted activations (PermuteActivations); codes
 // and scales point at weight row j0 (C rows follow, `groups` blocks each). Steps 2g and 2g + 1
 // are the A and B vectors of block g.
 template <int R, int C>
@@ -480,8 +523,9 @@ void LaneMajorActivations(size_t m, size_t k, const KBlocks& kb, float* xl, size
 // row l S + t holds the weights of step t of lane l for the 64 columns (zero for columns past nc
 // and elements past k), so each lane's rows are contiguous. Each column's steps are decoded as in
 // the dot form and 16 columns are transposed at a time.
-void PackBf16(const uint16_t* w, size_t k, size_t j0, size_t nc, size_t pc, size_t kc,
-              float* panel) {
+template <typename W>
+void PackDense(const typename W::Elem* w, size_t k, size_t j0, size_t nc, size_t pc, size_t kc,
+               float* panel) {
   const size_t steps = Steps(kc);
   for (size_t strip = 0; strip < kNr; strip += 16) {
     const size_t cols = strip < nc ? Min(16, nc - strip) : 0;
@@ -490,7 +534,7 @@ void PackBf16(const uint16_t* w, size_t k, size_t j0, size_t nc, size_t pc, size
       __m512 r[16];
 #pragma GCC unroll 16
       for (size_t i = 0; i < 16; ++i) {
-        r[i] = i < cols ? Bf16x16(w + (j0 + strip + i) * k + pc + 16 * t, mask)
+        r[i] = i < cols ? W::Load(w + (j0 + strip + i) * k + pc + 16 * t, mask)
                         : _mm512_setzero_ps();
       }
       Transpose16x16(r);
@@ -653,21 +697,23 @@ void BiasOnly(size_t m, size_t n_begin, size_t n_end, const float* bias, float* 
 
 // ---- entry points -------------------------------------------------------------------------------
 
-void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_begin,
-                size_t n_end, const float* bias, float* y, size_t ldy) {
+// BF16, F16 and F32 weights (W: the loader).
+template <typename W>
+void MatmulDense(const float* x, size_t m, size_t k, const typename W::Elem* w, size_t n_begin,
+                 size_t n_end, const float* bias, float* y, size_t ldy) {
   if (m == 0 || n_begin >= n_end) return;
   if (k == 0) return BiasOnly(m, n_begin, n_end, bias, y, ldy);
   static_assert(kDotMaxRows == 9);
   switch (m) {
-    case 1: return DotBf16<1>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 2: return DotBf16<2>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 3: return DotBf16<3>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 4: return DotBf16<4>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 5: return DotBf16<5>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 6: return DotBf16<6>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 7: return DotBf16<7>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 8: return DotBf16<8>(x, k, w, n_begin, n_end, bias, y, ldy);
-    case 9: return DotBf16<9>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 1: return Dot<W, 1>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 2: return Dot<W, 2>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 3: return Dot<W, 3>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 4: return Dot<W, 4>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 5: return Dot<W, 5>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 6: return Dot<W, 6>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 7: return Dot<W, 7>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 8: return Dot<W, 8>(x, k, w, n_begin, n_end, bias, y, ldy);
+    case 9: return Dot<W, 9>(x, k, w, n_begin, n_end, bias, y, ldy);
     default: break;
   }
   const KBlocks kb = PlanKBlocks(k);
@@ -679,7 +725,7 @@ void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_
   });
   Gemm(s.xl, s.ldxl, m, k, kb, n_begin, n_end, bias, y, ldy, s.panel, s.sums,
        [&](size_t j0, size_t nc, size_t pc, size_t kc, float* panel) {
-         PackBf16(w, k, j0, nc, pc, kc, panel);
+         PackDense<W>(w, k, j0, nc, pc, kc, panel);
        });
 }
 
@@ -716,8 +762,12 @@ void MatmulMxfp4(const float* x, size_t m, size_t k, const uint8_t* codes, const
 }  // namespace
 
 void FillAvx512Matmul(KernelTable& t) {
-  t.matmul_bf16 = MatmulBf16;
+  t.matmul_bf16 = MatmulDense<Bf16Weights>;
   t.matmul_bf16_isa = "avx512";
+  t.matmul_f16 = MatmulDense<F16Weights>;
+  t.matmul_f16_isa = "avx512";
+  t.matmul_f32 = MatmulDense<F32Weights>;
+  t.matmul_f32_isa = "avx512";
   t.matmul_mxfp4 = MatmulMxfp4;
   t.matmul_mxfp4_isa = "avx512";
 }

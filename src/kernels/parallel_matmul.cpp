@@ -24,17 +24,47 @@ void ParallelColumns(size_t n, const std::function<void(size_t, size_t)>& fn) {
   });
 }
 
-void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n,
-                const float* bias, float* y, size_t ldy) {
+namespace {
+
+// The dense formats: `kernel` is the KernelTable entry for W's element type.
+template <typename Elem, typename Kernel>
+void MatmulDense(Kernel kernel, const float* x, size_t m, size_t k, const Elem* w, size_t n,
+                 const float* bias, float* y, size_t ldy) {
   TESSERA_CHECK(ldy >= n);
   if (m == 0 || n == 0) return;
-  const auto kernel = ActiveKernels().matmul_bf16;
   ParallelColumns(n, [&](size_t begin, size_t end) { kernel(x, m, k, w, begin, end, bias, y, ldy); });
+}
+
+}  // namespace
+
+void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n,
+                const float* bias, float* y, size_t ldy) {
+  MatmulDense(ActiveKernels().matmul_bf16, x, m, k, w, n, bias, y, ldy);
 }
 
 void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n,
                 const float* bias, float* y) {
   MatmulBf16(x, m, k, w, n, bias, y, n);
+}
+
+void MatmulF16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n,
+               const float* bias, float* y, size_t ldy) {
+  MatmulDense(ActiveKernels().matmul_f16, x, m, k, w, n, bias, y, ldy);
+}
+
+void MatmulF16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n,
+               const float* bias, float* y) {
+  MatmulF16(x, m, k, w, n, bias, y, n);
+}
+
+void MatmulF32(const float* x, size_t m, size_t k, const float* w, size_t n,
+               const float* bias, float* y, size_t ldy) {
+  MatmulDense(ActiveKernels().matmul_f32, x, m, k, w, n, bias, y, ldy);
+}
+
+void MatmulF32(const float* x, size_t m, size_t k, const float* w, size_t n,
+               const float* bias, float* y) {
+  MatmulF32(x, m, k, w, n, bias, y, n);
 }
 
 void MatmulMxfp4(const float* x, size_t m, size_t k, const uint8_t* codes, const uint8_t* scales,

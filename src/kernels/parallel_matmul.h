@@ -29,6 +29,16 @@ void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n,
 void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n,
                 const float* bias, float* y);
 
+// The same with W[n, k] in F16 (kernels.h matmul_f16) and in F32 (matmul_f32).
+void MatmulF16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n,
+               const float* bias, float* y, size_t ldy);
+void MatmulF16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n,
+               const float* bias, float* y);
+void MatmulF32(const float* x, size_t m, size_t k, const float* w, size_t n,
+               const float* bias, float* y, size_t ldy);
+void MatmulF32(const float* x, size_t m, size_t k, const float* w, size_t n,
+               const float* bias, float* y);
+
 // y[m, ldy] = x[m, k] . W^T + bias, W[n, k] in MXFP4 (kernels.h matmul_mxfp4: codes
 // [n, k/32, 16], scales [n, k/32]). Throws tessera::Error when k is not a multiple of 32.
 void MatmulMxfp4(const float* x, size_t m, size_t k, const uint8_t* codes, const uint8_t* scales,

@@ -36,6 +36,36 @@ void MatmulBf16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_
   }
 }
 
+// y[i, j] for rows of W already in f32 (row(j) returns W[j, 0:k]): the loop of MatmulBf16.
+template <typename Row>
+void MatmulF32Rows(const float* x, size_t m, size_t k, size_t n_begin, size_t n_end, const float* bias,
+                   float* y, size_t ldy, const Row& row) {
+  for (size_t j = n_begin; j < n_end; ++j) {
+    const float* wj = row(j);
+    for (size_t i = 0; i < m; ++i) {
+      const float* xi = x + i * k;
+      float sum = 0.0f;
+      for (size_t c = 0; c < k; ++c) sum += wj[c] * xi[c];
+      y[i * ldy + j] = sum + (bias ? bias[j] : 0.0f);
+    }
+  }
+}
+
+// Each F16 row is decoded once (exactly) and then used for every row of x.
+void MatmulF16(const float* x, size_t m, size_t k, const uint16_t* w, size_t n_begin, size_t n_end,
+               const float* bias, float* y, size_t ldy) {
+  std::vector<float> decoded(k);
+  MatmulF32Rows(x, m, k, n_begin, n_end, bias, y, ldy, [&](size_t j) {
+    for (size_t c = 0; c < k; ++c) decoded[c] = F16ToF32(w[j * k + c]);
+    return decoded.data();
+  });
+}
+
+void MatmulF32(const float* x, size_t m, size_t k, const float* w, size_t n_begin, size_t n_end,
+               const float* bias, float* y, size_t ldy) {
+  MatmulF32Rows(x, m, k, n_begin, n_end, bias, y, ldy, [&](size_t j) { return w + j * k; });
+}
+
 void MatmulMxfp4(const float* x, size_t m, size_t k, const uint8_t* codes, const uint8_t* scales,
                  size_t n_begin, size_t n_end, const float* bias, float* y, size_t ldy) {
   const size_t groups = k / 32;
@@ -227,6 +257,10 @@ void FillReferenceKernels(KernelTable& t) {
   t.dot_bf16_f32_isa = "scalar";
   t.matmul_bf16 = MatmulBf16;
   t.matmul_bf16_isa = "scalar";
+  t.matmul_f16 = MatmulF16;
+  t.matmul_f16_isa = "scalar";
+  t.matmul_f32 = MatmulF32;
+  t.matmul_f32_isa = "scalar";
   t.matmul_mxfp4 = MatmulMxfp4;
   t.matmul_mxfp4_isa = "scalar";
   t.rope_apply = RopeApply;

@@ -6,7 +6,7 @@
 //
 //   one_rank/<routing>/T:t/P:1  all 32 experts in one process (the baseline)
 //   ep/<routing>/T:t/P:p        expert parallel, as tessera does it (src/model/gpt_oss_model.cpp
-//                               GptOssModel::Moe): rank r holds experts [r E/p, (r+1) E/p) whole
+//                               Model::Moe): rank r holds experts [r E/p, (r+1) E/p) whole
 //                               and runs only the (token, slot) pairs routed to them
 //   tp/<routing>/T:t/P:p        tensor-parallel experts: rank r holds a slice of every expert's
 //                               intermediate dimension, intermediate units [u_r, u_r+1): the
@@ -22,7 +22,7 @@
 // P = 4 cannot split evenly (22.5 blocks each) and uses 23/22/23/22 blocks (736/704 units); the
 // larger ranks bound the step.
 //
-// Each rank's step is what GptOssModel::Moe does after the router, with the fast path: gather
+// Each rank's step is what Model::Moe does after the router, with the fast path: gather
 // its pairs' quantized rows sorted by expert, one grouped gate_up matmul (the model's column
 // chunking, moe_ops.h ExpertChunks), swigluoai, QuantizeQ8, one grouped down matmul, the
 // weighted combine into its partial [T, H] (moe_ops.h GatherReduce). Buffers are allocated once, outside the
@@ -347,7 +347,7 @@ struct RankResult {
 };
 
 // The rank holding experts [e0, e0 + ne) of `w` (whole or sliced) runs its pairs of `rt`:
-// out [T, H] = its partial sum of the layer's MoE output (gpt_oss_model.cpp GptOssModel::Moe).
+// out [T, H] = its partial sum of the layer's MoE output (gpt_oss_model.cpp Model::Moe).
 RankResult RunRank(const RankWeights& w, size_t e0, size_t ne, const Routing& rt, const Q8Activations& hq,
                    Scratch& s, float* out) {
   const size_t T = rt.tokens, S = T * kK, nb = kH / kQ8Block, units = w.gate_up.n / 2;

@@ -1,4 +1,4 @@
-// GptOssModel::ForwardBatch (several sequences, one pass): each sequence gets bit for bit what
+// Model::ForwardBatch (several sequences, one pass): each sequence gets bit for bit what
 // Forward gives it alone, whatever else shares the pass (prefill chunks, single decode tokens,
 // multi-token verification, a roll back, an empty sequence), and every cache ends as it would
 // alone. This is the engine step a continuous-batching server runs; batch invariance of every
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/fail_point.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 #include "model/kv_cache.h"
 #include "test_util.h"
 
@@ -28,7 +28,7 @@ struct Case {
   LogitsMode mode;
 };
 
-void ExpectBatchEqualsAlone(const GptOssModel& model, KvType kv) {
+void ExpectBatchEqualsAlone(const Model& model, KvType kv) {
   const int64_t V = model.vocab_size();
   const std::vector<Case> cases = {
       {{}, 0, RandomTokens(5, V, 1), LogitsMode::kAll},                       // a prefill chunk
@@ -70,14 +70,14 @@ TEST(ForwardBatch, EachSequenceGetsItsAloneBits) {
   for (const char* name : {"tiny_a", "tiny_b", "tiny_c"}) {
     for (const Precision precision : {Precision::kExact, Precision::kFast}) {
       SCOPED_TRACE(std::string(name) + (precision == Precision::kFast ? " fast" : " exact"));
-      const auto model = GptOssModel::Load(kGoldenDir + name, ModelOptions{.precision = precision});
+      const auto model = Model::Load(kGoldenDir + name, ModelOptions{.precision = precision});
       ExpectBatchEqualsAlone(*model, precision == Precision::kFast ? KvType::kBF16 : KvType::kF32);
     }
   }
 }
 
 TEST(ForwardBatch, RefusesASharedCacheBeforeAnyWork) {
-  const auto model = GptOssModel::Load(kGoldenDir + "tiny_a");
+  const auto model = Model::Load(kGoldenDir + "tiny_a");
   KvCache cache(model->cache_config(), 32, KvType::kF32);
   std::vector<float> a, b;
   const std::vector<int32_t> tokens = RandomTokens(4, model->vocab_size(), 1);
@@ -90,7 +90,7 @@ TEST(ForwardBatch, RefusesASharedCacheBeforeAnyWork) {
 
 // A failure partway through a batched pass leaves every cache with intact positions only.
 TEST(ForwardBatch, FailurePartwayLeavesEveryCacheConsistent) {
-  const auto model = GptOssModel::Load(kGoldenDir + "tiny_a");
+  const auto model = Model::Load(kGoldenDir + "tiny_a");
   const int64_t V = model->vocab_size();
   const std::vector<int32_t> seq_a = RandomTokens(40, V, 3), seq_b = RandomTokens(40, V, 4);
   KvCache a(model->cache_config(), 64, KvType::kF32, 4), b(model->cache_config(), 64, KvType::kF32, 4);

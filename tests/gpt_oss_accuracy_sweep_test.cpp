@@ -45,7 +45,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 #include "model/synth.h"
 #include "test_util.h"
 
@@ -164,7 +164,7 @@ struct Teacher {  // one teacher-forced run
   std::vector<float> router;  // [layers, T, E]
 };
 
-Teacher TeacherForced(const GptOssModel& m, const std::vector<int32_t>& tokens) {
+Teacher TeacherForced(const Model& m, const std::vector<int32_t>& tokens) {
   KvCache cache(m.config(), static_cast<int64_t>(tokens.size()), KvType::kF32);
   Teacher t;
   m.Forward(tokens, 0, cache, LogitsMode::kAll, t.logits);
@@ -173,7 +173,7 @@ Teacher TeacherForced(const GptOssModel& m, const std::vector<int32_t>& tokens) 
 }
 
 // Greedy continuation of `prompt`; rows[i] = the logits the i-th generated token was chosen from.
-std::vector<int32_t> Greedy(const GptOssModel& m, const std::vector<int32_t>& prompt, std::vector<float>* rows) {
+std::vector<int32_t> Greedy(const Model& m, const std::vector<int32_t>& prompt, std::vector<float>* rows) {
   const int64_t P = static_cast<int64_t>(prompt.size()), V = m.vocab_size();
   KvCache cache(m.config(), P + kGreedySteps, KvType::kF32);
   std::vector<float> logits;
@@ -410,12 +410,12 @@ void RunSweep(Family family, std::span<const Variant> variants, bool check_exact
       std::vector<int32_t> prompt(s.prompt);
       for (int32_t& t : prompt) t = id(rng);
 
-      const auto exact = GptOssModel::Load(dir, ModelOptions{.record_router_logits = true});
+      const auto exact = Model::Load(dir, ModelOptions{.record_router_logits = true});
       const Teacher ref = TeacherForced(*exact, prompt);
       std::vector<float> ref_rows;
       const std::vector<int32_t> ref_greedy = Greedy(*exact, prompt, &ref_rows);
       for (size_t v = 0; v < kVariants; ++v) {
-        const auto fast = GptOssModel::Load(dir, FastOptions(variants[v].dense, variants[v].exact_layers));
+        const auto fast = Model::Load(dir, FastOptions(variants[v].dense, variants[v].exact_layers));
         const Teacher got = TeacherForced(*fast, prompt);
         const Metrics m = Compare(exact->config(), ref, got, ref_greedy, ref_rows, Greedy(*fast, prompt, nullptr));
         results[v].push_back(m);
@@ -430,7 +430,7 @@ void RunSweep(Family family, std::span<const Variant> variants, bool check_exact
         for (DenseWeights dense : {DenseWeights::kBf16, DenseWeights::kInt8}) {
           std::printf("depth %s %s:", name.c_str(), dense == DenseWeights::kInt8 ? "int8" : "bf16");
           for (int64_t n = 0; n <= s.layers; ++n) {
-            const auto fast = GptOssModel::Load(dir, FastOptions(dense, n));
+            const auto fast = Model::Load(dir, FastOptions(dense, n));
             const Teacher got = TeacherForced(*fast, prompt);
             const int64_t V = kVocab, T = s.prompt;
             double kl = 0;
@@ -533,9 +533,9 @@ TEST(GptOssAccuracySweep, AllLayersExactIsTheExactPath) {
   WriteSyntheticModel(dir, synth);
   std::vector<int32_t> prompt(40);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 5) % kVocab);
-  const auto exact = GptOssModel::Load(dir);
-  const auto all = GptOssModel::Load(dir, FastOptions(DenseWeights::kBf16, s.layers));
-  const auto none = GptOssModel::Load(dir, FastOptions(DenseWeights::kBf16, 0));
+  const auto exact = Model::Load(dir);
+  const auto all = Model::Load(dir, FastOptions(DenseWeights::kBf16, s.layers));
+  const auto none = Model::Load(dir, FastOptions(DenseWeights::kBf16, 0));
   const std::vector<float> want = TeacherForced(*exact, prompt).logits;
   EXPECT_EQ(TeacherForced(*all, prompt).logits, want);
   EXPECT_NE(TeacherForced(*none, prompt).logits, want);  // the q8 path does run otherwise
@@ -549,7 +549,7 @@ TEST(GptOssAccuracySweep, ExactLayersOutsideTheModelAreRejected) {
   WriteSyntheticModel(dir, synth);
   for (int64_t n : {int64_t{-1}, kShapes[0].layers + 1}) {
     try {
-      GptOssModel::Load(dir, FastOptions(DenseWeights::kBf16, n));
+      Model::Load(dir, FastOptions(DenseWeights::kBf16, n));
       ADD_FAILURE() << "exact_layers " << n << " accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("exact layers"), std::string::npos) << e.what();

@@ -1,4 +1,4 @@
-// Accuracy cost of the fast paths (model/gpt_oss_model.h Precision::kFast, DenseWeights::kInt8)
+// Accuracy cost of the fast paths (model/model.h Precision::kFast, DenseWeights::kInt8)
 // against the Hugging Face float32 goldens, and the properties the fast path must keep.
 //
 // Measured per golden model (tests/data/gpt_oss_golden, see gpt_oss_golden_test.cpp), teacher-
@@ -22,7 +22,7 @@
 
 #include "core/error.h"
 #include "io/npy.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace tessera {
@@ -51,7 +51,7 @@ TEST_P(GptOssFidelity, FastPathStaysWithinDocumentedBounds) {
   const auto prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
   const auto greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
   const NpyArray ref = ReadNpyF32(kGoldenDir + fc.model + "/logits.npy");
-  const auto model = GptOssModel::Load(kGoldenDir + fc.model, ModelOptions{.precision = Precision::kFast, .dense = fc.dense});
+  const auto model = Model::Load(kGoldenDir + fc.model, ModelOptions{.precision = Precision::kFast, .dense = fc.dense});
   const int64_t V = model->vocab_size();
 
   std::vector<int32_t> seq = prompt;
@@ -127,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, GptOssFidelity,
 // by token give bit-identical logits, which lossless speculative decoding relies on.
 TEST(GptOssFastPath, ChunkedPrefillIsBatchInvariant) {
   for (DenseWeights dense : {DenseWeights::kBf16, DenseWeights::kInt8}) {
-    const auto model = GptOssModel::Load(kGoldenDir + "tiny_b", ModelOptions{.precision = Precision::kFast, .dense = dense});
+    const auto model = Model::Load(kGoldenDir + "tiny_b", ModelOptions{.precision = Precision::kFast, .dense = dense});
     std::ifstream in(kGoldenDir + "tiny_b/golden.json");
     const auto prompt = nlohmann::json::parse(in).at("prompt_ids").get<std::vector<int32_t>>();
     const int64_t T = static_cast<int64_t>(prompt.size()), V = model->vocab_size();
@@ -145,7 +145,7 @@ TEST(GptOssFastPath, ChunkedPrefillIsBatchInvariant) {
 
 TEST(GptOssFastPath, Int8DenseNeedsTheFastPrecision) {
   try {
-    GptOssModel::Load(kGoldenDir + "tiny_a", ModelOptions{.precision = Precision::kExact, .dense = DenseWeights::kInt8});
+    Model::Load(kGoldenDir + "tiny_a", ModelOptions{.precision = Precision::kExact, .dense = DenseWeights::kInt8});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("int8 dense weights need the fast precision"), std::string::npos);

@@ -21,7 +21,7 @@
 #include "core/mapped_file.h"
 #include "io/safetensors.h"
 #include "io/npy.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace tessera {
@@ -62,7 +62,7 @@ double RelativeError(const float* got, const NpyArray& ref, int64_t row0, int64_
 class GptOssGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GptOssGolden, PrefillLogitsMatchTransformers) {
-  const auto model = GptOssModel::Load(kGoldenDir + GetParam());
+  const auto model = Model::Load(kGoldenDir + GetParam());
   const Golden g = LoadGolden(GetParam());
   std::vector<int32_t> seq = g.prompt;
   seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
@@ -81,7 +81,7 @@ TEST_P(GptOssGolden, PrefillLogitsMatchTransformers) {
 }
 
 TEST_P(GptOssGolden, GreedyDecodeMatchesTransformers) {
-  const auto model = GptOssModel::Load(kGoldenDir + GetParam());
+  const auto model = Model::Load(kGoldenDir + GetParam());
   const Golden g = LoadGolden(GetParam());
   const int64_t V = model->vocab_size(), P = static_cast<int64_t>(g.prompt.size());
   // Small rollback slack: decoding goes one token at a time through the sliding rings.
@@ -102,7 +102,7 @@ TEST_P(GptOssGolden, GreedyDecodeMatchesTransformers) {
 // Splitting the sequence into uneven chunks (each chunk sees its predecessors only through the
 // cache) gives the same logits as one pass, bit for bit, with either cache type.
 TEST_P(GptOssGolden, ChunkedPrefillIsBatchInvariant) {
-  const auto model = GptOssModel::Load(kGoldenDir + GetParam());
+  const auto model = Model::Load(kGoldenDir + GetParam());
   const Golden g = LoadGolden(GetParam());
   for (KvType type : {KvType::kF32, KvType::kBF16}) {
     const int64_t T = static_cast<int64_t>(g.prompt.size());
@@ -125,7 +125,7 @@ TEST_P(GptOssGolden, ChunkedPrefillIsBatchInvariant) {
 // Rolling back and re-running a suffix reproduces the original logits (verification of several
 // tokens followed by a partial rejection).
 TEST_P(GptOssGolden, RollbackAndReplay) {
-  const auto model = GptOssModel::Load(kGoldenDir + GetParam());
+  const auto model = Model::Load(kGoldenDir + GetParam());
   const Golden g = LoadGolden(GetParam());
   const int64_t T = static_cast<int64_t>(g.prompt.size());
   KvCache cache(model->config(), T, KvType::kBF16, /*rollback=*/8);
@@ -145,8 +145,8 @@ TEST_P(GptOssGolden, RollbackAndReplay) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, GptOssGolden, ::testing::Values("tiny_a", "tiny_b", "tiny_c"));
 
-TEST(GptOssModel, RejectsBadInput) {
-  const auto model = GptOssModel::Load(kGoldenDir + "tiny_a");
+TEST(Model, RejectsBadInput) {
+  const auto model = Model::Load(kGoldenDir + "tiny_a");
   KvCache cache(model->config(), 16, KvType::kF32);
   std::vector<float> logits;
   const std::vector<int32_t> bad = {1, static_cast<int32_t>(model->vocab_size())};
@@ -191,7 +191,7 @@ class BrokenCheckpoint : public ::testing::Test {
   }
 
   std::string LoadError() {
-    return ErrorOf([&] { GptOssModel::Load(dir_); });
+    return ErrorOf([&] { Model::Load(dir_); });
   }
 
   std::string dir_;

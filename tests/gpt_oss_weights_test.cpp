@@ -1,4 +1,4 @@
-// The gpt-oss tensor description (model/gpt_oss_weights.h) and MXFP4 decoding (kernels/mxfp4.h),
+// The gpt-oss tensor description (model/tensor_specs.h) and MXFP4 decoding (kernels/mxfp4.h),
 // checked against manifests of the real checkpoints (tests/data/gpt_oss_{20b,120b}_manifest.json,
 // written by tools/make_gpt_oss_manifests.py from ../shared/reference/gpt-oss.md §2.1/§2.3 and
 // the Hub's model.safetensors.index.json, independently of this code).
@@ -18,8 +18,8 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/config.h"
-#include "model/gpt_oss_model.h"
-#include "model/gpt_oss_weights.h"
+#include "model/model.h"
+#include "model/tensor_specs.h"
 #include "kernels/mxfp4.h"
 #include "model/synth.h"
 
@@ -53,7 +53,7 @@ void ExpectMatchesManifest(const std::string& preset, const std::string& manifes
                            uint64_t parameters) {
   SCOPED_TRACE(preset);
   const nlohmann::json manifest = LoadManifest(manifest_name);
-  const std::vector<TensorSpec> specs = GptOssTensorSpecs(ConfigFromJson(SynthPresetConfigJson(preset)));
+  const std::vector<TensorSpec> specs = ModelTensorSpecs(ConfigFromJson(SynthPresetConfigJson(preset)));
   const nlohmann::json& rows = manifest.at("tensors");
   ASSERT_EQ(rows.size(), num_tensors);
   ASSERT_EQ(specs.size(), num_tensors);
@@ -70,7 +70,7 @@ void ExpectMatchesManifest(const std::string& preset, const std::string& manifes
   }
 
   // The checkpoint order is the real index's order.
-  const std::vector<TensorSpec> ordered = GptOssCheckpointOrder(specs);
+  const std::vector<TensorSpec> ordered = CheckpointOrder(ConfigFromJson(SynthPresetConfigJson(preset)), specs);
   for (size_t i = 0; i < rows.size(); ++i) {
     ASSERT_EQ(ordered[i].name, rows[i].at(0).get<std::string>()) << "position " << i;
   }
@@ -105,7 +105,7 @@ TEST(GptOssWeights, Gpt120bMatchesRealCheckpointManifest) {
 }
 
 TEST(GptOssWeights, KindsAndLayers) {
-  const std::vector<TensorSpec> specs = GptOssTensorSpecs(ConfigFromJson(SynthPresetConfigJson("gpt-oss-20b")));
+  const std::vector<TensorSpec> specs = ModelTensorSpecs(ConfigFromJson(SynthPresetConfigJson("gpt-oss-20b")));
   std::map<TensorKind, int> count;
   for (const TensorSpec& s : specs) {
     ++count[s.kind];
@@ -131,7 +131,7 @@ TEST(GptOssWeights, KindsAndLayers) {
 
 TEST(GptOssWeights, HeadDimIsReadNotDerived) {
   // tiny: hidden 64, 4 heads of 32 (64 / 4 would be 16), 2 KV heads; experts 8, intermediate 96.
-  const std::vector<TensorSpec> specs = GptOssTensorSpecs(ConfigFromJson(SynthPresetConfigJson("tiny")));
+  const std::vector<TensorSpec> specs = ModelTensorSpecs(ConfigFromJson(SynthPresetConfigJson("tiny")));
   std::map<std::string, std::vector<int64_t>> shape;
   for (const TensorSpec& s : specs) shape[s.name] = s.shape;
   EXPECT_EQ(shape["model.layers.0.self_attn.q_proj.weight"], (std::vector<int64_t>{128, 64}));
@@ -149,7 +149,7 @@ TEST(GptOssWeights, ConfigVariants) {
   nlohmann::json json = SynthPresetConfigJson("tiny");
   json["tie_word_embeddings"] = true;
   json["attention_bias"] = false;
-  std::vector<TensorSpec> specs = GptOssTensorSpecs(ConfigFromJson(json));
+  std::vector<TensorSpec> specs = ModelTensorSpecs(ConfigFromJson(json));
   for (const TensorSpec& s : specs) {
     EXPECT_NE(s.name, "lm_head.weight");
     EXPECT_NE(s.kind, TensorKind::kLinearBias) << s.name;
@@ -161,7 +161,7 @@ TEST(GptOssWeights, ConfigVariants) {
   json.erase("quantization_config");
   const ModelConfig dense = ConfigFromJson(json);
   EXPECT_EQ(GptOssExpertFormat(dense), ExpertFormat::kDense);
-  specs = GptOssTensorSpecs(dense);
+  specs = ModelTensorSpecs(dense);
   std::map<std::string, const TensorSpec*> by_name;
   for (const TensorSpec& s : specs) by_name[s.name] = &s;
   ASSERT_TRUE(by_name.count("model.layers.1.mlp.experts.gate_up_proj"));
@@ -175,7 +175,7 @@ TEST(GptOssWeights, ConfigVariants) {
 TEST(GptOssWeights, RejectsConfigsItCannotDescribe) {
   auto expect_error = [](nlohmann::json json, const std::string& needle) {
     try {
-      GptOssTensorSpecs(ConfigFromJson(json), "dir/config.json");
+      ModelTensorSpecs(ConfigFromJson(json), "dir/config.json");
       ADD_FAILURE() << "no error for " << needle;
     } catch (const Error& e) {
       const std::string msg = e.what();
@@ -192,20 +192,20 @@ TEST(GptOssWeights, RejectsConfigsItCannotDescribe) {
   expect_error(json, "quant_method 'awq' is not supported");
 
   ModelConfig config = ConfigFromJson(SynthPresetConfigJson("tiny"));
-  config.model_type = "llama";
-  EXPECT_THROW(GptOssTensorSpecs(config), Error);
+  config.model_type = "mamba";
+  EXPECT_THROW(ModelTensorSpecs(config), Error);
   config = ConfigFromJson(SynthPresetConfigJson("tiny"));
   config.num_local_experts = 0;
   try {
-    GptOssTensorSpecs(config, "c.json");
+    ModelTensorSpecs(config, "c.json");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "c.json: num_local_experts 0 is out of range for gpt_oss");
+    EXPECT_STREQ(e.what(), "c.json: num_local_experts 0 is out of range");
   }
 }
 
 TEST(GptOssWeights, CheckTensorsReportsEveryProblemByName) {
-  const std::vector<TensorSpec> specs = GptOssTensorSpecs(ConfigFromJson(SynthPresetConfigJson("tiny")));
+  const std::vector<TensorSpec> specs = ModelTensorSpecs(ConfigFromJson(SynthPresetConfigJson("tiny")));
   std::vector<TensorInfo> stored;
   for (const TensorSpec& s : specs) stored.push_back(TensorInfo{s.name, s.dtype, s.shape, 0, s.nbytes()});
   EXPECT_TRUE(CheckTensors(specs, stored).empty());
@@ -286,7 +286,7 @@ namespace tessera {
 namespace {
 
 // `inspect` and the loader apply one dtype rule (DTypeFits): for each tensor role stored as F16 or
-// F32, CheckTensors reports a problem exactly when GptOssModel::Load refuses the checkpoint
+// F32, CheckTensors reports a problem exactly when Model::Load refuses the checkpoint
 // (issue 13 point 6: a checkpoint reported "ok" that fails to load, or the reverse).
 TEST(GptOssWeights, InspectAndLoadAgreeOnStoredDTypes) {
   const std::string golden = std::string(TESSERA_TEST_DATA) + "/gpt_oss_golden/tiny_a";
@@ -304,6 +304,14 @@ TEST(GptOssWeights, InspectAndLoadAgreeOnStoredDTypes) {
                           "model.layers.0.mlp.experts.down_proj_bias",
                           "model.norm.weight"};
   int refused = 0, accepted = 0;
+  // The logits of the checkpoint as stored, to compare the re-typed copies with.
+  const std::vector<int32_t> ids = {5, 77, 300, 12, 9};
+  std::vector<float> want;
+  {
+    const auto model = Model::Load(golden);
+    KvCache cache(model->config(), 8, KvType::kF32);
+    model->Forward(ids, 0, cache, LogitsMode::kAll, want);
+  }
   for (const char* changed : kNames) {
     for (const DType dtype : {DType::kF16, DType::kF32}) {
       SCOPED_TRACE(std::string(changed) + " as " + std::string(DTypeName(dtype)));
@@ -335,22 +343,31 @@ TEST(GptOssWeights, InspectAndLoadAgreeOnStoredDTypes) {
       WriteSafetensors((dir / "model.safetensors").string(), tensors);
       const WeightStore store = WeightStore::Open(dir.string());
       const ModelConfig config = LoadModelConfig(dir.string());
-      const bool inspect_ok = CheckTensors(GptOssTensorSpecs(config), store).empty();
+      const bool inspect_ok = CheckTensors(ModelTensorSpecs(config), store).empty();
       bool load_ok = true;
       std::string why;
       try {
-        GptOssModel::Load(dir.string());
+        Model::Load(dir.string());
       } catch (const Error& e) {
         load_ok = false;
         why = e.what();
       }
       EXPECT_EQ(inspect_ok, load_ok) << why;
       (load_ok ? accepted : refused) += 1;
+      if (load_ok && dtype == DType::kF32) {
+        // F32 holds every BF16 value exactly and its kernels sum as the BF16 ones do: the same bits.
+        const auto model = Model::Load(dir.string());
+        KvCache cache(model->config(), 8, KvType::kF32);
+        std::vector<float> got;
+        model->Forward(ids, 0, cache, LogitsMode::kAll, got);
+        EXPECT_EQ(got, want);
+      }
     }
   }
   std::filesystem::remove_all(dir);
-  EXPECT_GT(refused, 0);   // matrices must be BF16
-  EXPECT_GT(accepted, 0);  // vectors widen exactly to float32
+  // Matrices are held in their stored format (model/linear.h), vectors widened to float32.
+  EXPECT_EQ(refused, 0);
+  EXPECT_EQ(accepted, 2 * static_cast<int>(std::size(kNames)));
 }
 
 }  // namespace

@@ -18,7 +18,7 @@
 
 #include "core/fail_point.h"
 #include "engine/generator.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 #include "model/kv_cache.h"
 #include "test_util.h"
 
@@ -81,7 +81,7 @@ class KvCacheTransactions : public ::testing::Test {
 // slot) must not leave positions that look intact: continuing from whatever the cache still holds
 // gives the logits of one uninterrupted pass, bit for bit (the forward is batch-invariant).
 TEST_F(KvCacheTransactions, FailedForwardLeavesOnlyIntactPositions) {
-  const auto model = GptOssModel::Load(kTinyA);
+  const auto model = Model::Load(kTinyA);
   const int64_t V = model->vocab_size(), N = 120;
   const std::vector<int32_t> seq = RandomTokens(N, V, 7);
   KvCache whole(model->cache_config(), N, KvType::kF32, /*rollback=*/4);
@@ -112,7 +112,7 @@ TEST_F(KvCacheTransactions, FailedForwardLeavesOnlyIntactPositions) {
 // Generator: a prompt whose prefill fails, then the same prompt again, gives what a fresh session
 // gives (prefix reuse must not read the rows the failed pass overwrote).
 TEST_F(KvCacheTransactions, GeneratorRecoversFromAFailedPrefill) {
-  const auto model = GptOssModel::Load(kTinyA);
+  const auto model = Model::Load(kTinyA);
   const std::vector<int32_t> first = RandomTokens(40, model->vocab_size(), 11);
   std::vector<int32_t> longer = first;
   const std::vector<int32_t> more = RandomTokens(100, model->vocab_size(), 12);

@@ -13,7 +13,7 @@
 
 #include "engine/perplexity.h"
 #include "io/npy.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace tessera {
@@ -31,7 +31,7 @@ TEST(Perplexity, MatchesTransformersFloat32OnTheGoldens) {
     double want = 0.0;
     for (int64_t t = 1; t < T; ++t) want += TokenNll(std::span<const float>(ref.data).subspan((t - 1) * V, V), seq[t]);
     want /= static_cast<double>(T - 1);
-    const auto model = GptOssModel::Load(kGoldenDir + name);
+    const auto model = Model::Load(kGoldenDir + name);
     const PerplexityResult got = EvaluatePerplexity(*model, seq, {.context = T});
     std::printf("perplexity %s: tessera exact %.9g, transformers float32 %.9g (mean NLL relative difference %.2g)\n",
                 name, got.perplexity(), std::exp(want), std::fabs(got.mean_nll - want) / want);
@@ -47,7 +47,7 @@ TEST(Perplexity, MatchesTransformersFloat32OnTheGoldens) {
 // the token (the model is batch-invariant, so that is the window's own row); the mean of those
 // is the reported mean, and no token is scored twice.
 TEST(Perplexity, WindowsScoreEachTokenOnceWithTheirOwnContext) {
-  const auto model = GptOssModel::Load(kGoldenDir + "tiny_a", ModelOptions{.precision = Precision::kFast});
+  const auto model = Model::Load(kGoldenDir + "tiny_a", ModelOptions{.precision = Precision::kFast});
   const std::vector<int32_t> seq = GoldenSequence("tiny_a");
   const int64_t n = static_cast<int64_t>(seq.size());
   for (const auto& [context, stride] : std::vector<std::pair<int64_t, int64_t>>{{16, 8}, {16, 16}, {24, 5}, {7, 1}}) {
@@ -75,7 +75,7 @@ TEST(Perplexity, WindowsScoreEachTokenOnceWithTheirOwnContext) {
 }
 
 TEST(Perplexity, BadOptionsAreOneLineErrors) {
-  const auto model = GptOssModel::Load(kGoldenDir + "tiny_a");
+  const auto model = Model::Load(kGoldenDir + "tiny_a");
   const std::vector<int32_t> seq = GoldenSequence("tiny_a");
   EXPECT_NE(ErrorOf([&] { EvaluatePerplexity(*model, std::span(seq).first(1), {.context = 8}); }).find("at least 2 tokens"),
             std::string::npos);

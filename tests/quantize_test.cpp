@@ -29,7 +29,7 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "kernels/mxfp4.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 #include "model/quantize.h"
 #include "test_util.h"
 
@@ -200,8 +200,8 @@ TEST_F(QuantizeCheckpointTest, QuantizedModelMatchesTheGoldens) {
   const std::string dense = root_ + "/dense", out = root_ + "/mxfp4";
   WriteDenseTinyA(dense, DType::kBF16);
   QuantizeCheckpoint(dense, out);
-  const auto model = GptOssModel::Load(out);
-  const auto reference = GptOssModel::Load(kTinyA);
+  const auto model = Model::Load(out);
+  const auto reference = Model::Load(kTinyA);
   const json golden = json::parse(ReadFile(kTinyA + "/golden.json"));
   std::vector<int32_t> seq = golden.at("prompt_ids").get<std::vector<int32_t>>();
   const auto greedy = golden.at("greedy_ids").get<std::vector<int32_t>>();
@@ -353,7 +353,7 @@ TEST_F(QuantizeCheckpointTest, CommandLine) {
 TEST_F(QuantizeCheckpointTest, InspectAgreesWithLoadOnDenseExperts) {
   const std::string dense = root_ + "/dense";
   WriteDenseTinyA(dense, DType::kBF16);
-  const std::string load_error = ErrorOf([&] { GptOssModel::Load(dense); });
+  const std::string load_error = ErrorOf([&] { Model::Load(dense); });
   EXPECT_NE(load_error.find("tessera quantize --to mxfp4"), std::string::npos) << load_error;
   const std::string cmd = std::string(TESSERA_CLI_PATH) + " inspect -m " + dense + " > " + root_ + "/report 2> " +
                           root_ + "/err";

@@ -23,7 +23,7 @@
 #include "engine/sampler.h"
 #include "engine/speculative.h"
 #include "io/config.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 #include "model/synth.h"
 #include "test_util.h"
 
@@ -354,7 +354,7 @@ GenRun Generate(Generator& g, const Tokens& prompt, Sampler& sampler, int64_t n,
   return {r.tokens, r.reason, r.spec};
 }
 
-GenRun Generate(const GptOssModel& m, const Tokens& prompt, const SamplingParams& params, int64_t n,
+GenRun Generate(const Model& m, const Tokens& prompt, const SamplingParams& params, int64_t n,
              const SpecOptions& spec, KvType kv = KvType::kF32, const Tokens& stops = {}) {
   Generator g(m, 256, kv);
   Sampler sampler(params);
@@ -390,7 +390,7 @@ Tokens PlainPrompt(int64_t vocab, uint64_t seed) {
 // min_n = max_n = 1 the draft after any first token is its pair, then the next pair: drafts are
 // tried at once, and accepted and rejected often even though the tiny models' distributions
 // are flat.
-Tokens DictionaryPrompt(const GptOssModel& model, const SamplingParams& params, const Tokens& text) {
+Tokens DictionaryPrompt(const Model& model, const SamplingParams& params, const Tokens& text) {
   Tokens dict, prompt;
   std::vector<float> logits;
   Sampler filter(params);
@@ -415,7 +415,7 @@ Tokens DictionaryPrompt(const GptOssModel& model, const SamplingParams& params, 
 // Greedy with speculation == greedy without, over draft lengths, adaptive k, KV types and both
 // kinds of prompt. Returns the summed statistics so callers can check that drafts were both
 // accepted and rejected.
-SpecStats ExpectGreedyExact(const GptOssModel& m, const std::string& label, int64_t n = 40) {
+SpecStats ExpectGreedyExact(const Model& m, const std::string& label, int64_t n = 40) {
   SpecStats total;
   const int64_t V = m.vocab_size();
   for (const Tokens& prompt : {RepetitivePrompt(V, 1), RepetitivePrompt(V, 2), PlainPrompt(V, 3)}) {
@@ -440,7 +440,7 @@ SpecStats ExpectGreedyExact(const GptOssModel& m, const std::string& label, int6
 class SpecGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SpecGolden, GreedyIsTokenIdenticalToPlainGreedy) {
-  const auto model = GptOssModel::Load(kGoldenDir + GetParam());
+  const auto model = Model::Load(kGoldenDir + GetParam());
   // Generation runs well past the sliding window (8 or 16), so rejected drafts are rolled back
   // out of the rings.
   ASSERT_LT(model->config().sliding_window.value(), 40);
@@ -453,7 +453,7 @@ TEST_P(SpecGolden, GreedyIsTokenIdenticalToPlainGreedy) {
 }
 
 TEST_P(SpecGolden, FastPrecisionGreedyIsTokenIdenticalToItsPlainGreedy) {
-  const auto model = GptOssModel::Load(kGoldenDir + GetParam(), ModelOptions{.precision = Precision::kFast});
+  const auto model = Model::Load(kGoldenDir + GetParam(), ModelOptions{.precision = Precision::kFast});
   const SpecStats s = ExpectGreedyExact(*model, GetParam() + " fast", 24);
   EXPECT_GT(s.accepted, 0);
 }
@@ -461,7 +461,7 @@ TEST_P(SpecGolden, FastPrecisionGreedyIsTokenIdenticalToItsPlainGreedy) {
 // Stop tokens and limits inside an accepted run, then prefix reuse on the same generator: the
 // cache is left exactly as plain decoding leaves it.
 TEST_P(SpecGolden, StopsInsideAcceptedRunsAndReusesTheCache) {
-  const auto model = GptOssModel::Load(kGoldenDir + GetParam());
+  const auto model = Model::Load(kGoldenDir + GetParam());
   const int64_t V = model->vocab_size();
   Tokens prompt = RepetitivePrompt(V, 5);
   const GenRun reference = Generate(*model, prompt, Greedy(), 30, SpecOptions{});
@@ -492,7 +492,7 @@ TEST_P(SpecGolden, StopsInsideAcceptedRunsAndReusesTheCache) {
 // Sampling: the same seed gives the same tokens with and without speculation (one draw per
 // emitted token in both), for several transforms.
 TEST_P(SpecGolden, SampledOutputEqualsPlainForTheSameSeed) {
-  const auto model = GptOssModel::Load(kGoldenDir + GetParam());
+  const auto model = Model::Load(kGoldenDir + GetParam());
   const int64_t V = model->vocab_size();
   int64_t proposed = 0, accepted = 0;
   const SamplingParams params[] = {{1.0f, 3, 1.0f, 0.0f, 1}, {0.7f, 20, 0.9f, 0.0f, 2}, {0.3f, 0, 1.0f, 0.05f, 3}};
@@ -531,7 +531,7 @@ class SpecSynth : public ::testing::Test {
 std::string SpecSynth::dir_;
 
 TEST_F(SpecSynth, GreedyIsTokenIdenticalToPlainGreedy) {
-  const auto model = GptOssModel::Load(dir_);
+  const auto model = Model::Load(dir_);
   const SpecStats s = ExpectGreedyExact(*model, "synth tiny", 32);
   EXPECT_GT(s.verify_steps, 0);
 }
@@ -539,7 +539,7 @@ TEST_F(SpecSynth, GreedyIsTokenIdenticalToPlainGreedy) {
 // A prohibitive fixed cost keeps only the probes; free verification tries every draft; the
 // output never changes.
 TEST(SpecGenerator, CostAwareChoiceKeepsTheOutput) {
-  const auto model = GptOssModel::Load(kGoldenDir + "tiny_a");
+  const auto model = Model::Load(kGoldenDir + "tiny_a");
   const Tokens prompt = RepetitivePrompt(model->vocab_size(), 1);
   const GenRun plain = Generate(*model, prompt, Greedy(), 60, SpecOptions{});
   SpecOptions dear = Ngram(8, true, 1, 4);
@@ -558,7 +558,7 @@ TEST(SpecGenerator, CostAwareChoiceKeepsTheOutput) {
 }
 
 TEST(SpecGenerator, RejectsDraftsBeyondTheRollbackCapacity) {
-  const auto model = GptOssModel::Load(kGoldenDir + "tiny_a");
+  const auto model = Model::Load(kGoldenDir + "tiny_a");
   Generator g(*model, 128, KvType::kF32);
   Sampler sampler(Greedy());
   StopCondition stop({}, 4);
@@ -578,7 +578,7 @@ TEST(SpecGenerator, RejectsDraftsBeyondTheRollbackCapacity) {
 // Drafts never push a step past the context: with a context of prompt + 12 tokens and no token
 // limit, generation fills the context exactly as plain decoding does.
 TEST(SpecGenerator, DraftsStayInsideTheContext) {
-  const auto model = GptOssModel::Load(kGoldenDir + "tiny_b");
+  const auto model = Model::Load(kGoldenDir + "tiny_b");
   const Tokens prompt = RepetitivePrompt(model->vocab_size(), 21);
   const int64_t context = static_cast<int64_t>(prompt.size()) + 12;
   Generator plain(*model, context, KvType::kF32), spec(*model, context, KvType::kF32);
@@ -597,7 +597,7 @@ TEST(SpecGenerator, DraftsStayInsideTheContext) {
 // fewer than 10 observations pooled). The dictionary prompt makes every run verify drafts at
 // the second and third positions, accepting and rejecting them thousands of times.
 TEST(SpecSampling, SpeculativeAndPlainDistributionsAgree) {
-  const auto model = GptOssModel::Load(kGoldenDir + "tiny_a");
+  const auto model = Model::Load(kGoldenDir + "tiny_a");
   SamplingParams params;
   params.temperature = 1.0f;
   params.top_k = 3;

@@ -23,8 +23,9 @@
 #include "core/thread_pool.h"
 #include "io/config.h"
 #include "io/safetensors.h"
-#include "model/gpt_oss_weights.h"
+#include "model/tensor_specs.h"
 #include "kernels/mxfp4.h"
+#include "model/model.h"
 #include "model/synth.h"
 #include "tokenizer/embedded_assets.h"
 
@@ -128,7 +129,7 @@ TEST(SynthPresets, AllParseAndValidate) {
     SCOPED_TRACE(preset);
     const ModelConfig c = ParseModelConfig(SynthPresetConfigJson(preset).dump(), preset);
     EXPECT_NO_THROW(ValidateModelConfig(c, preset));
-    EXPECT_EQ(c.model_type, "gpt_oss");
+    if (c.model_type != "gpt_oss") continue;  // the other families: SynthFamilies below
     EXPECT_EQ(c.vocab_size, 201088);  // the real tokenizer works with every preset
     EXPECT_EQ(c.quantization.quant_method, "mxfp4");
     ASSERT_TRUE(c.rope_scaling.has_value());
@@ -159,13 +160,14 @@ TEST(SynthPresets, UnknownPresetIsAnError) {
     SynthPresetConfigJson("gpt-oss-7b");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "unknown preset 'gpt-oss-7b' (known: tiny, gpt-oss-20b, gpt-oss-120b)");
+    EXPECT_STREQ(e.what(), "unknown preset 'gpt-oss-7b' (known: tiny, gpt-oss-20b, gpt-oss-120b, llama-3.1-8b, mistral-7b, "
+                 "qwen2.5-7b, qwen3-8b, qwen3-30b-a3b, tiny-llama, tiny-qwen3, tiny-qwen3-moe)");
   }
 }
 
 TEST(SynthValues, InitScalesFollowFanIn) {
   const std::vector<TensorSpec> specs =
-      GptOssTensorSpecs(ParseModelConfig(SynthPresetConfigJson("gpt-oss-20b").dump(), "20b"));
+      ModelTensorSpecs(ParseModelConfig(SynthPresetConfigJson("gpt-oss-20b").dump(), "20b"));
   for (const TensorSpec& s : specs) {
     const SynthInit init = SynthInitFor(s);
     switch (s.kind) {
@@ -219,7 +221,7 @@ TEST_F(TinyModel, WritesACompleteDirectoryThatValidates) {
   const ModelConfig config = LoadModelConfig(model());
   EXPECT_EQ(nlohmann::json::parse(ReadFile(model() + "/config.json")), SynthPresetConfigJson("tiny"));
   const WeightStore store = WeightStore::Open(model());
-  const std::vector<TensorSpec> specs = GptOssTensorSpecs(config);
+  const std::vector<TensorSpec> specs = ModelTensorSpecs(config);
   EXPECT_TRUE(CheckTensors(specs, store).empty());
   EXPECT_EQ(store.num_tensors(), specs.size());
   uint64_t bytes = 0;
@@ -236,7 +238,7 @@ TEST_F(TinyModel, WritesACompleteDirectoryThatValidates) {
 
 TEST_F(TinyModel, ValuesArePlausible) {
   const WeightStore store = WeightStore::Open(model());
-  const std::vector<TensorSpec> specs = GptOssTensorSpecs(LoadModelConfig(model()));
+  const std::vector<TensorSpec> specs = ModelTensorSpecs(LoadModelConfig(model()));
   for (const TensorSpec& spec : specs) {
     SCOPED_TRACE(spec.name);
     const TensorView v = store.Get(spec.name);
@@ -321,7 +323,7 @@ TEST_F(TinyModel, ShardedWriteHoldsTheSameTensorsAndReplacesStaleFiles) {
 
   // Greedy packing in checkpoint order, as the real checkpoints were written.
   const nlohmann::json index = nlohmann::json::parse(ReadFile(dir + "/model.safetensors.index.json"));
-  const std::vector<TensorSpec> specs = GptOssCheckpointOrder(GptOssTensorSpecs(LoadModelConfig(dir)));
+  const std::vector<TensorSpec> specs = CheckpointOrder(LoadModelConfig(dir), ModelTensorSpecs(LoadModelConfig(dir)));
   size_t shard = 0;
   uint64_t size = 0;
   for (const TensorSpec& s : specs) {
@@ -371,6 +373,57 @@ TEST(SynthErrors, OneLineErrorsBeforeWritingAnything) {
   options.config_json["intermediate_size"] = 100;  // not a multiple of the MXFP4 block
   EXPECT_THROW(WriteSyntheticModel(tmp.sub("bad"), options), Error);
   EXPECT_FALSE(fs::exists(tmp.sub("bad")));
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// The dense and Qwen3-MoE presets against the published checkpoints' totals (model cards and
+// index files: parameters as HF counts them, tensors in model.safetensors.index.json, all BF16):
+// the description (tensor_specs.h) must reproduce them exactly.
+TEST(SynthFamilies, RealPresetsMatchThePublishedCheckpoints) {
+  struct Expected {
+    const char* preset;
+    size_t tensors;
+    uint64_t parameters;
+  };
+  for (const Expected& e : {Expected{"llama-3.1-8b", 291, 8'030'261'248}, Expected{"mistral-7b", 291, 7'248'023'552},
+                            Expected{"qwen2.5-7b", 339, 7'615'616'512}, Expected{"qwen3-8b", 399, 8'190'735'360},
+                            Expected{"qwen3-30b-a3b", 18'867, 30'532'122'624}}) {
+    const ModelConfig config = ParseModelConfig(SynthPresetConfigJson(e.preset).dump(), e.preset);
+    EXPECT_NO_THROW(ValidateModelConfig(config, e.preset));
+    const std::vector<TensorSpec> specs = ModelTensorSpecs(config);
+    uint64_t params = 0;
+    for (const TensorSpec& s : specs) {
+      params += s.parameters();
+      EXPECT_EQ(s.dtype, DType::kBF16) << s.name;
+    }
+    EXPECT_EQ(specs.size(), e.tensors) << e.preset;
+    EXPECT_EQ(params, e.parameters) << e.preset;
+  }
+}
+
+// Every family preset writes a directory the loader takes, and inspect's description agrees.
+TEST(SynthFamilies, TinyPresetsLoadAndRun) {
+  for (const char* preset : {"tiny-llama", "tiny-qwen3", "tiny-qwen3-moe"}) {
+    const std::string dir = ::testing::TempDir() + "tessera_synth_" + preset;
+    std::filesystem::remove_all(dir);
+    SynthOptions options;
+    options.config_json = SynthPresetConfigJson(preset);
+    options.seed = 7;
+    WriteSyntheticModel(dir, options);
+    const auto model = Model::Load(dir);
+    EXPECT_EQ(model->config().model_type, options.config_json.at("model_type").get<std::string>());
+    KvCache cache(model->cache_config(), 8, KvType::kF32);
+    std::vector<float> logits;
+    model->Forward(std::vector<int32_t>{1, 2, 3, 4}, 0, cache, LogitsMode::kLast, logits);
+    ASSERT_EQ(logits.size(), static_cast<size_t>(model->vocab_size()));
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << preset;
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace

@@ -33,7 +33,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/speculative.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 
 namespace tessera::cli {
 namespace {
@@ -52,7 +52,7 @@ struct BenchArgs {
 
 // llama.cpp's label for the published checkpoints ("gpt-oss 20B MXFP4 MoE"); other shapes get
 // their parameter count.
-std::string ModelLabel(const GptOssModel& m) {
+std::string ModelLabel(const Model& m) {
   const ModelConfig& c = m.config();
   std::string size;
   if (c.num_hidden_layers == 24 && c.num_local_experts == 32 && c.hidden_size == 2880) {
@@ -92,7 +92,7 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-void RunSpecCost(const BenchArgs& a, const GptOssModel& model) {
+void RunSpecCost(const BenchArgs& a, const Model& model) {
   constexpr int64_t kMaxK = 8;
   const double kAlphas[] = {0.5, 0.7, 0.9};
   const int64_t P = std::max(1, a.prompt);
@@ -180,7 +180,7 @@ void RunSpecCost(const BenchArgs& a, const GptOssModel& model) {
   }
 }
 
-void RunBatchedDecode(const BenchArgs& a, const GptOssModel& model) {
+void RunBatchedDecode(const BenchArgs& a, const Model& model) {
   if (a.gen < 1) Fail("bench --sequences needs -n >= 1 (the generation test it runs)");
   const int64_t B = a.sequences, n = a.gen;
   const KvType kv = ParseKvType(a.kv_type);
@@ -241,7 +241,7 @@ void RunBatchedDecode(const BenchArgs& a, const GptOssModel& model) {
 
 void RunBench(const BenchArgs& a) {
   if (a.prompt < 0 || a.gen < 0 || a.reps < 1) Fail("bench: -p and -n must be >= 0 and -r >= 1");
-  const auto model = GptOssModel::Load(a.model, ToModelOptions(a.model_args));
+  const auto model = Model::Load(a.model, ToModelOptions(a.model_args));
   // Refused at once, naming both numbers, rather than after minutes of prefill.
   const int64_t max_positions = model->config().max_position_embeddings;
   const int64_t reach = a.spec_cost ? std::max(1, a.prompt) + 9 : std::max(a.prompt, a.gen);

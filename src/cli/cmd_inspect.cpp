@@ -1,5 +1,5 @@
 // `tessera inspect -m DIR`: what a model directory holds, checked against the gpt-oss tensor
-// description (model/gpt_oss_weights.h). Reads config.json and the safetensors headers only (the
+// description (model/tensor_specs.h). Reads config.json and the safetensors headers only (the
 // shards are mapped, their data is never touched), so it is instant even on gpt-oss-120b.
 //
 // Exit 2 with one line naming the first problem when a tensor is missing, unexpected, misshapen
@@ -21,7 +21,8 @@
 #include "io/config.h"
 #include "io/model_dir.h"
 #include "io/safetensors.h"
-#include "model/gpt_oss_weights.h"
+#include "model/architecture.h"
+#include "model/tensor_specs.h"
 
 namespace tessera::cli {
 
@@ -142,10 +143,11 @@ void RunInspect(const InspectArgs& args) {
   const WeightStore store = WeightStore::Open(path);
 
   std::vector<TensorSpec> specs;
-  const bool described = config && config->model_type == "gpt_oss";
-  if (described) specs = GptOssTensorSpecs(*config, config_path);
-  // What loading would refuse although every tensor matches (the same rule as GptOssModel::Load).
-  const std::string blocker = described ? GptOssLoadBlocker(*config, config_path) : std::string();
+  // Every model_type ValidateModelConfig accepts has an architecture row (model/architecture.h).
+  const bool described = config.has_value();
+  if (described) specs = ModelTensorSpecs(*config, config_path);
+  // What loading would refuse although every tensor matches (the same rule as Model::Load).
+  const std::string blocker = described ? LoadBlocker(*config, config_path) : std::string();
   std::unordered_map<std::string, const TensorSpec*> spec_by_name;
   for (const TensorSpec& s : specs) spec_by_name.emplace(s.name, &s);
 
@@ -165,7 +167,8 @@ void RunInspect(const InspectArgs& args) {
     const TensorKind kind = KindOf(t, spec_by_name);
     const uint64_t p = LogicalParameters(kind, t.numel());
     params += p;
-    if (kind == TensorKind::kExpertBlocks || kind == TensorKind::kExpertWeight) expert_params += p;
+    if (kind == TensorKind::kExpertBlocks || kind == TensorKind::kExpertWeight ||
+        kind == TensorKind::kExpertLinear) expert_params += p;
     tensor_bytes += t.nbytes();
     auto& d = by_dtype[std::string(DTypeName(t.dtype))];
     d.first += 1;
@@ -183,6 +186,7 @@ void RunInspect(const InspectArgs& args) {
       size_t sliding = 0;
       for (LayerType t : c.layer_types) sliding += t == LayerType::kSlidingAttention;
       out["config"] = {{"model_type", c.model_type},
+                       {"architecture", ArchitectureOf(c, config_path).hf_class},
                        {"architectures", c.architectures},
                        {"num_hidden_layers", c.num_hidden_layers},
                        {"sliding_layers", sliding},
@@ -246,9 +250,20 @@ void RunInspect(const InspectArgs& args) {
       std::printf("hidden: %lld, heads: %lld, kv heads: %lld, head_dim: %lld\n",
                   static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
                   static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.head_dim));
-      if (c.num_local_experts > 0) {
-        std::printf("experts: %lld, top-%lld, intermediate %lld\n", static_cast<long long>(c.num_local_experts),
-                    static_cast<long long>(c.num_experts_per_tok), static_cast<long long>(c.intermediate_size));
+      const Architecture& row = ArchitectureOf(c, config_path);
+      int64_t moe_layers = 0;
+      for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe_layers += PlanLayer(row, c, l).moe;
+      std::printf("layout: %s%s%s%s%s\n", row.hf_class.data(), PlanLayer(row, c, 0).qkv_bias ? ", q/k/v biases" : "",
+                  row.qk_norm ? ", q/k norm" : "", row.sinks ? ", attention sinks" : "",
+                  c.tie_word_embeddings ? ", tied embeddings" : "");
+      if (moe_layers > 0) {
+        const int64_t expert_width = row.mlp == MlpKind::kMoeWhereSparse ? c.moe_intermediate_size : c.intermediate_size;
+        std::printf("experts: %lld, top-%lld, intermediate %lld, router %s%s, on %lld of %lld layers\n",
+                    static_cast<long long>(c.num_local_experts), static_cast<long long>(c.num_experts_per_tok),
+                    static_cast<long long>(expert_width),
+                    row.router == RouterKind::kTopKThenSoftmax ? "top-k then softmax" : "softmax then top-k",
+                    row.router == RouterKind::kSoftmaxThenTopK && c.norm_topk_prob ? " (renormalised)" : "",
+                    static_cast<long long>(moe_layers), static_cast<long long>(c.num_hidden_layers));
       } else {
         std::printf("intermediate: %lld\n", static_cast<long long>(c.intermediate_size));
       }
@@ -298,10 +313,10 @@ void RunInspect(const InspectArgs& args) {
                   config ? StrCat("no tensor description for model_type ", config->model_type).c_str()
                          : "no config.json");
     } else if (problems.empty() && !blocker.empty()) {
-      std::printf("validation: %zu tensors match the gpt-oss description, but it cannot be loaded as it is: %s\n",
-                  specs.size(), blocker.c_str());
+      std::printf("validation: %zu tensors match the %s description, but it cannot be loaded as it is: %s\n",
+                  specs.size(), config->model_type.c_str(), blocker.c_str());
     } else if (problems.empty()) {
-      std::printf("validation: ok (%zu tensors match the gpt-oss description)\n", specs.size());
+      std::printf("validation: ok (%zu tensors match the %s description)\n", specs.size(), config->model_type.c_str());
     } else {
       std::printf("validation: %zu problem%s\n", problems.size(), problems.size() == 1 ? "" : "s");
       for (const TensorProblem& p : problems) std::printf("  %s\n", p.ToString().c_str());

@@ -7,7 +7,7 @@
 #include "cli/model_options.h"
 #include "core/error.h"
 #include "io/npy.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 
 namespace tessera::cli {
 namespace {
@@ -44,7 +44,7 @@ struct LogitsArgs {
 void RunLogits(const LogitsArgs& args) {
   const std::vector<int32_t> ids = ParseIds(args.ids);
   const ModelOptions options = ToModelOptions(args.model_args);
-  const auto model = GptOssModel::Load(args.model, options);
+  const auto model = Model::Load(args.model, options);
   KvCache cache(model->cache_config(), static_cast<int64_t>(ids.size()), ParseKvType(args.kv_type));
   std::vector<float> logits;
   model->Forward(ids, 0, cache, LogitsMode::kAll, logits);

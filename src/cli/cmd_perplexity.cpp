@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "engine/perplexity.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera::cli {
@@ -35,7 +35,7 @@ void RunPerplexity(const PerplexityArgs& a) {
   if (a.stride > a.context) Fail("perplexity: --stride ", a.stride, " exceeds the window length ", a.context);
   const std::string text = ReadFile(a.file);
   const ModelOptions options = ToModelOptions(a.model_args);
-  const auto model = GptOssModel::Load(a.model, options);
+  const auto model = Model::Load(a.model, options);
   const Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
   const std::vector<int32_t> tokens = tokenizer.Encode(text);
   if (tokens.size() < 2) Fail(a.file, ": ", tokens.size(), " token(s); perplexity needs at least 2");

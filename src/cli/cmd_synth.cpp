@@ -53,8 +53,13 @@ void RunSynth(const SynthArgs& args) {
   std::printf("wrote %zu tensors (%s parameters, %s) in %zu file%s: %s\n", r.num_tensors,
               Scaled(r.parameters, "M", "B", 2).c_str(), Scaled(r.tensor_bytes, "MB", "GB", 1).c_str(),
               r.weight_files.size(), r.weight_files.size() == 1 ? "" : "s", files.c_str());
-  std::printf("plus config.json, generation_config.json, tokenizer.json, tokenizer_config.json, "
-              "special_tokens_map.json\n");
+  if (options.config_json.value("model_type", "") == "gpt_oss") {
+    std::printf("plus config.json, generation_config.json, tokenizer.json, tokenizer_config.json, "
+                "special_tokens_map.json\n");
+  } else {
+    std::printf("plus config.json, generation_config.json (no tokenizer: the family's real one cannot be made "
+                "offline)\n");
+  }
   std::printf("time: %.1f s (%.0f MB/s)\n", r.seconds, r.seconds > 0 ? r.tensor_bytes / 1e6 / r.seconds : 0.0);
 }
 
@@ -80,10 +85,11 @@ CLI::Validator UnsignedInteger(bool allow_zero) {
 void RegisterSynth(CLI::App& app) {
   auto args = std::make_shared<SynthArgs>();
   auto* cmd = app.add_subcommand(
-      "synth", "write a gpt-oss model directory (Hugging Face layout) with deterministic random weights");
+      "synth", "write a model directory (Hugging Face layout) with deterministic random weights");
   cmd->add_option("--preset", args->preset,
-                  "model size: tiny (~52 MB, for tests and demos), gpt-oss-20b (13.8 GB), "
-                  "gpt-oss-120b (65.2 GB); the large presets have the real configs and tensor layout")
+                  "model: tiny (gpt-oss, ~52 MB, for tests and demos), gpt-oss-20b (13.8 GB), gpt-oss-120b (65.2 GB), "
+                  "llama-3.1-8b, mistral-7b, qwen2.5-7b, qwen3-8b, qwen3-30b-a3b (the real configs and tensor "
+                  "layout, BF16; no tokenizer), tiny-llama, tiny-qwen3, tiny-qwen3-moe")
       ->required()
       ->check(CLI::IsMember(SynthPresetNames()));
   cmd->add_option("-o,--out", args->out, "output directory (created; must be empty unless --force)")

@@ -1,5 +1,5 @@
 // Command-line options that choose how a model's weights are held and multiplied
-// (model/gpt_oss_model.h ModelOptions), shared by every subcommand that loads a model.
+// (model/model.h ModelOptions), shared by every subcommand that loads a model.
 #pragma once
 
 #include <istream>
@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 
 namespace tessera::cli {
 

@@ -17,7 +17,7 @@ double MillisSince(std::chrono::steady_clock::time_point t0) {
 
 // The cache checks the context against max_position_embeddings and allocates only as the
 // sequence grows.
-Generator::Generator(const GptOssModel& model, int64_t context, KvType kv_type)
+Generator::Generator(const Model& model, int64_t context, KvType kv_type)
     : model_(model), cache_(model.cache_config(), context, kv_type) {}
 
 void Generator::Forward(std::span<const int32_t> tokens, int64_t start, LogitsMode mode) {

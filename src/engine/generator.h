@@ -19,7 +19,7 @@
 
 #include "engine/sampler.h"
 #include "engine/speculative.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 
 namespace tessera {
 
@@ -46,7 +46,7 @@ struct GenerationResult {
 class Generator {
  public:
   // `context`: the most positions the sequence may reach (prompt + generated).
-  Generator(const GptOssModel& model, int64_t context, KvType kv_type);
+  Generator(const Model& model, int64_t context, KvType kv_type);
 
   // Runs `prompt` then samples until `stop` says so. `on_token` sees each generated id as soon
   // as it is sampled; returning false ends generation (reason stays kNone unless the token was a
@@ -70,7 +70,7 @@ class Generator {
   // model_.Forward into logits_; when it throws, cached_ is cut to what the cache still holds.
   void Forward(std::span<const int32_t> tokens, int64_t start, LogitsMode mode);
 
-  const GptOssModel& model_;
+  const Model& model_;
   KvCache cache_;
   std::vector<int32_t> cached_;
   std::vector<float> logits_;

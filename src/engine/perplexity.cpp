@@ -21,7 +21,7 @@ double TokenNll(std::span<const float> logits, int32_t target) {
   return max + std::log(sum) - static_cast<double>(logits[static_cast<size_t>(target)]);
 }
 
-PerplexityResult EvaluatePerplexity(const GptOssModel& model, std::span<const int32_t> tokens,
+PerplexityResult EvaluatePerplexity(const Model& model, std::span<const int32_t> tokens,
                                     const PerplexityOptions& options,
                                     const std::function<void(int64_t, int64_t, const PerplexityResult&)>& on_window) {
   const int64_t n = static_cast<int64_t>(tokens.size());

@@ -18,7 +18,7 @@
 #include <functional>
 #include <span>
 
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 
 namespace tessera {
 
@@ -42,7 +42,7 @@ struct PerplexityResult {
 
 // `on_window(done, total, result so far)` after each window (progress). Throws tessera::Error
 // for fewer than 2 tokens or options outside the ranges above.
-PerplexityResult EvaluatePerplexity(const GptOssModel& model, std::span<const int32_t> tokens,
+PerplexityResult EvaluatePerplexity(const Model& model, std::span<const int32_t> tokens,
                                     const PerplexityOptions& options,
                                     const std::function<void(int64_t, int64_t, const PerplexityResult&)>& on_window = {});
 

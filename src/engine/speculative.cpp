@@ -4,7 +4,8 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "model/gpt_oss_weights.h"
+#include "model/architecture.h"
+#include "model/tensor_specs.h"
 
 namespace tessera {
 
@@ -45,12 +46,15 @@ VerifyResult VerifyDrafts(std::span<const int32_t> drafts, const std::function<i
 
 DecodeByteModel DecodeBytesOf(const ModelConfig& config, const ModelOptions& options) {
   DecodeByteModel m;
-  m.layers = config.num_hidden_layers;
+  // Layers with experts (Qwen3-MoE may keep some dense); the dense ones' weights are shared.
+  const Architecture& arch = ArchitectureOf(config);
+  m.layers = 0;
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) m.layers += PlanLayer(arch, config, l).moe;
   m.experts = config.num_local_experts;
   m.top_k = config.num_experts_per_tok;
   const bool int8 = options.dense == DenseWeights::kInt8;
   double expert_bytes = 0.0;
-  for (const TensorSpec& t : GptOssTensorSpecs(config)) {
+  for (const TensorSpec& t : ModelTensorSpecs(config)) {
     const double numel = static_cast<double>(t.numel());
     switch (t.kind) {
       case TensorKind::kEmbedding:
@@ -67,12 +71,15 @@ DecodeByteModel DecodeBytesOf(const ModelConfig& config, const ModelOptions& opt
       case TensorKind::kExpertWeight:
         expert_bytes += static_cast<double>(t.nbytes());
         break;
+      case TensorKind::kExpertLinear:
+        expert_bytes += int8 ? numel + 4.0 * static_cast<double>(t.shape[0]) : 2.0 * numel;
+        break;
       case TensorKind::kExpertBias:
       case TensorKind::kNorm:
       case TensorKind::kLinearBias:
       case TensorKind::kAttentionSinks:
       case TensorKind::kRouterBias:
-        break;  // float32 copies of a few KB per layer, as GptOssModel::DecodeBytes leaves out
+        break;  // float32 copies of a few KB per layer, as Model::DecodeBytes leaves out
     }
   }
   if (m.layers > 0 && m.experts > 0) m.per_expert = expert_bytes / static_cast<double>(m.layers * m.experts);

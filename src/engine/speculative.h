@@ -33,7 +33,7 @@
 // Byte model (for the prior and for the benchmark's target): one forward over n tokens reads the
 // shared weights once (attention projections, router, lm_head; BF16 or int8 as loaded) plus,
 // per layer, every DISTINCT expert its n tokens route to, plus n embedding rows; for n = 1 it is
-// GptOssModel::DecodeBytes without the KV rows (norms and biases, a few KB, left out). With
+// Model::DecodeBytes without the KV rows (norms and biases, a few KB, left out). With
 // independent uniform routing the expected distinct experts per layer are
 // E (1 - (1 - K/E)^n) (§7: gpt-oss-20b 4, 7.5, 13.2, 21.0 for n = 1, 2, 4, 8).
 #pragma once
@@ -46,7 +46,7 @@
 
 #include "engine/ngram.h"
 #include "io/config.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 
 namespace tessera {
 
@@ -107,7 +107,7 @@ struct DecodeByteModel {
   }
 };
 
-// From the tensor description (model/gpt_oss_weights.h): experts as stored (MXFP4 codes and
+// From the tensor description (model/tensor_specs.h): experts as stored (MXFP4 codes and
 // scales; the fast path's repacked layout has the same sizes), dense matrices at 2 bytes a
 // weight, or 1 byte plus a float scale per row with DenseWeights::kInt8.
 DecodeByteModel DecodeBytesOf(const ModelConfig& config, const ModelOptions& options);

@@ -40,9 +40,11 @@ enum : uint32_t {
   kQwen2 = 1u << 2,
   kQwen3 = 1u << 3,
   kDeepseekV3 = 1u << 4,
-  kOtherArch = 1u << 5,
+  kMistral = 1u << 5,
+  kQwen3Moe = 1u << 6,
+  kOtherArch = 1u << 7,
 };
-constexpr uint32_t kKnownArchs = kGptOss | kLlama | kQwen2 | kQwen3 | kDeepseekV3;
+constexpr uint32_t kKnownArchs = kGptOss | kLlama | kQwen2 | kQwen3 | kDeepseekV3 | kMistral | kQwen3Moe;
 
 uint32_t ArchBit(std::string_view model_type) {
   if (model_type == "gpt_oss") return kGptOss;
@@ -50,11 +52,11 @@ uint32_t ArchBit(std::string_view model_type) {
   if (model_type == "qwen2") return kQwen2;
   if (model_type == "qwen3") return kQwen3;
   if (model_type == "deepseek_v3") return kDeepseekV3;
+  if (model_type == "mistral") return kMistral;
+  if (model_type == "qwen3_moe") return kQwen3Moe;
   return kOtherArch;
 }
 
-// Architectures the engine can run (ValidateModelConfig).
-constexpr std::string_view kSupportedModelTypes = "gpt_oss";
 
 // ---- reading helpers -------------------------------------------------------------------------
 
@@ -322,6 +324,29 @@ Field<C> Bool(std::string_view key, bool C::*m) {
   return f;
 }
 
+// A bool that is written back only when the source had the key or the value is true (keys that
+// some architectures' config classes do not have, e.g. mlp_bias in a gpt-oss config).
+template <typename C>
+Field<C> SparseBool(std::string_view key, bool C::*m) {
+  Field<C> f = Bool(key, m);
+  f.write = [m](const C& c, const json* prev, std::string_view) { return prev != nullptr || c.*m ? json(c.*m) : json(); };
+  return f;
+}
+
+template <typename C>
+Field<C> IntList(std::string_view key, std::vector<int64_t> C::*m) {
+  Field<C> f;
+  f.key = key;
+  f.read = [m](C& c, const json& v, const Ctx& ctx) {
+    (c.*m).clear();
+    for (size_t i = 0; i < ToArray(v, ctx).size(); ++i) (c.*m).push_back(ToInt(v[i], ctx.Child(StrCat(i))));
+  };
+  f.write = [m](const C& c, const json* prev, std::string_view) {
+    return (c.*m).empty() && prev == nullptr ? json() : json(c.*m);
+  };
+  return f;
+}
+
 template <typename C>
 Field<C> OptBool(std::string_view key, std::optional<bool> C::*m) {
   Field<C> f;
@@ -485,6 +510,12 @@ void CheckFieldValues(const std::vector<Field<C>>& fields, const C& config, cons
   for (const auto& f : fields) {
     if (!f.number) continue;
     if (const auto v = f.number(config)) {
+      // 0 is an Int / Num member's "not given" (e.g. swiglu_limit of a Llama config); a key the
+      // architecture requires is checked by ValidateModelConfig's required pass instead.
+      const std::string key = parent.key.empty() ? std::string(f.key) : StrCat(parent.key, ".", f.key);
+      if (*v == 0 && !(f.required_for & parent.arch) && (parent.root == nullptr || Lookup(*parent.root, key) == nullptr)) {
+        continue;
+      }
       CheckNumber(*v, f.limits,
                   Ctx{parent.source, parent.key.empty() ? std::string(f.key) : StrCat(parent.key, ".", f.key),
                       parent.root, parent.arch});
@@ -672,7 +703,11 @@ const std::vector<Field<ModelConfig>>& Fields() {
 
     f.push_back(Bool("attention_bias", &M::attention_bias).Default(false).ArchDefault(kGptOss, true));
     f.push_back(Bool("tie_word_embeddings", &M::tie_word_embeddings).Default(false));
+    f.push_back(SparseBool("mlp_bias", &M::mlp_bias).Default(false));
     f.push_back(Str("hidden_act", &M::hidden_act).Default("silu"));
+    // Qwen2/Qwen3 sliding window switches (dense-decoders.md §2.3): read by DeriveDefaults.
+    f.push_back(SparseBool("use_sliding_window", &M::use_sliding_window).Default(false));
+    f.push_back(Int("max_window_layers", &M::max_window_layers).NonNegative());
 
     // layer_types: one entry per layer. Absent: derived after the walk.
     Field<M> layers;
@@ -706,12 +741,20 @@ const std::vector<Field<ModelConfig>>& Fields() {
     // num_experts_per_tok as the legacy experts_per_token.
     f.push_back(Int("num_local_experts", &M::num_local_experts)
                     .Alias("n_routed_experts")
+                    .Alias("num_experts")
                     .ArchKey(kDeepseekV3, "n_routed_experts")
+                    .ArchKey(kQwen3Moe, "num_experts")
                     .NonNegative()
-                    .Required(kGptOss));
+                    .Required(kGptOss | kQwen3Moe));
     f.push_back(
-        Int("num_experts_per_tok", &M::num_experts_per_tok).Alias("experts_per_token").NonNegative().Required(kGptOss));
+        Int("num_experts_per_tok", &M::num_experts_per_tok).Alias("experts_per_token").NonNegative().Required(kGptOss | kQwen3Moe));
     f.push_back(Num("swiglu_limit", &M::swiglu_limit).Positive().Required(kGptOss));
+    // Qwen3-MoE (dense-decoders.md §2.5). norm_topk_prob is required rather than defaulted: the
+    // class default (false) differs from what the released checkpoints set (true).
+    f.push_back(Int("moe_intermediate_size", &M::moe_intermediate_size).Positive().Required(kQwen3Moe));
+    f.push_back(SparseBool("norm_topk_prob", &M::norm_topk_prob).Default(false));
+    f.push_back(Int("decoder_sparse_step", &M::decoder_sparse_step).Positive());
+    f.push_back(IntList("mlp_only_layers", &M::mlp_only_layers));
     f.push_back(Num("router_aux_loss_coef", &M::router_aux_loss_coef).NonNegative());
 
     f.push_back(OptInt("bos_token_id", &M::bos_token_id).NonNegative());
@@ -734,6 +777,9 @@ const std::vector<Field<ModelConfig>>& Fields() {
 // Values that follow from others when absent, as HF's config classes compute them.
 void DeriveDefaults(ModelConfig& c, const json& obj, uint32_t arch, const std::string& source) {
   if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
+  if (c.head_dim == 0 && arch == kQwen3) {
+    c.head_dim = 128;  // Qwen3Config's default, independent of hidden / heads (dense-decoders.md §2.4)
+  }
   if (c.head_dim == 0 && c.num_attention_heads > 0) {
     const json* rope_dim = Lookup(obj, "qk_rope_head_dim");
     if (arch == kDeepseekV3 && rope_dim != nullptr) {
@@ -750,24 +796,26 @@ void DeriveDefaults(ModelConfig& c, const json& obj, uint32_t arch, const std::s
            c.num_attention_heads);
     }
   }
+  if (arch == kQwen3Moe && c.decoder_sparse_step == 0) c.decoder_sparse_step = 1;  // class default
   if (c.layer_types.empty() && c.num_hidden_layers > 0) {
-    const auto n = static_cast<size_t>(c.num_hidden_layers);
+    // HF's per-family rules (dense-decoders.md §2): which layers slide when layer_types is absent.
+    const auto n = static_cast<int64_t>(c.num_hidden_layers);
+    const bool window = c.sliding_window.has_value();
+    std::function<bool(int64_t)> sliding = [](int64_t) { return false; };
     if (arch == kGptOss) {
       // configuration_gpt_oss.py: sliding when i + 1 is odd, i.e. even layer index (gpt-oss.md §1.1).
-      for (size_t i = 0; i < n; ++i) {
-        c.layer_types.push_back(i % 2 == 0 ? LayerType::kSlidingAttention : LayerType::kFullAttention);
-      }
-    } else {
-      // Qwen2/Qwen3: with use_sliding_window, layers from max_window_layers on slide.
-      const json* use = Lookup(obj, "use_sliding_window");
-      const json* from = Lookup(obj, "max_window_layers");
-      const bool sliding = (arch == kQwen2 || arch == kQwen3) && use != nullptr && use->is_boolean() &&
-                           use->get<bool>() && c.sliding_window.has_value();
-      const int64_t first = sliding && from != nullptr && from->is_number_integer() ? from->get<int64_t>() : 0;
-      for (size_t i = 0; i < n; ++i) {
-        c.layer_types.push_back(sliding && static_cast<int64_t>(i) >= first ? LayerType::kSlidingAttention
-                                                                            : LayerType::kFullAttention);
-      }
+      sliding = [](int64_t i) { return i % 2 == 0; };
+    } else if (arch == kMistral && window) {
+      sliding = [](int64_t) { return true; };  // every layer when sliding_window is not null
+    } else if ((arch == kQwen2 || arch == kQwen3) && c.use_sliding_window && window) {
+      // Layers from max_window_layers on (class default 28); the first ones stay full.
+      const int64_t first = Lookup(obj, "max_window_layers") != nullptr ? c.max_window_layers : 28;
+      sliding = [first](int64_t i) { return i >= first; };
+    } else if (arch == kQwen3Moe && c.use_sliding_window && window) {
+      sliding = [](int64_t) { return true; };  // HF4 Qwen3MoeAttention: all layers
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      c.layer_types.push_back(sliding(i) ? LayerType::kSlidingAttention : LayerType::kFullAttention);
     }
   }
 }
@@ -853,9 +901,11 @@ nlohmann::json ModelConfigToJson(const ModelConfig& config) {
 
 void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
   if (config.model_type.empty()) Fail(source, ": model_type: missing");
-  if (config.model_type != kSupportedModelTypes) {
-    Fail(source, ": model_type: unsupported model_type ", Quote(config.model_type),
-         " (supported: ", kSupportedModelTypes, ")");
+  const std::vector<std::string_view>& supported = SupportedModelTypes();
+  if (std::find(supported.begin(), supported.end(), config.model_type) == supported.end()) {
+    std::string list;
+    for (std::string_view t : supported) list += list.empty() ? std::string(t) : StrCat(", ", t);
+    Fail(source, ": model_type: unsupported model_type ", Quote(config.model_type), " (supported: ", list, ")");
   }
   const uint32_t arch = ArchBit(config.model_type);
   const Ctx top{&source, "", &config.raw, arch};
@@ -870,20 +920,36 @@ void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
   if (config.rope_scaling) CheckFieldValues(RopeFields(), *config.rope_scaling, top.Child("rope_scaling"));
   CheckRelations(config, source);
 
-  // gpt_oss specifics (gpt-oss.md §1, §3).
   if (static_cast<int64_t>(config.layer_types.size()) != config.num_hidden_layers) {
     Fail(source, ": layer_types: has ", config.layer_types.size(), " entries but num_hidden_layers is ",
          config.num_hidden_layers);
   }
   if (config.head_dim % 2 != 0) Fail(source, ": head_dim: must be even for rotary embeddings, got ", config.head_dim);
-  if (config.rope_scaling && config.rope_scaling->rope_type != "yarn") {
-    Fail(source, ": rope_scaling.rope_type: ", Quote(config.rope_scaling->rope_type),
-         " is not supported for gpt_oss (supported: yarn, or no scaling)");
-  }
   const std::string& method = config.quantization.quant_method;
-  if (!method.empty() && method != "mxfp4") {
-    Fail(source, ": quantization_config.quant_method: ", Quote(method),
-         " is not supported for gpt_oss (supported: mxfp4, or unquantized)");
+  if (arch == kGptOss) {
+    // gpt-oss.md §1, §3.
+    if (config.rope_scaling && config.rope_scaling->rope_type != "yarn") {
+      Fail(source, ": rope_scaling.rope_type: ", Quote(config.rope_scaling->rope_type),
+           " is not supported for gpt_oss (supported: yarn, or no scaling)");
+    }
+    if (!method.empty() && method != "mxfp4") {
+      Fail(source, ": quantization_config.quant_method: ", Quote(method),
+           " is not supported for gpt_oss (supported: mxfp4, or unquantized)");
+    }
+  } else {
+    // The dense families and Qwen3-MoE: SiLU-gated MLPs (dense-decoders.md §1, §6); quantized
+    // checkpoints of them come with later weight formats.
+    if (config.hidden_act != "silu") {
+      Fail(source, ": hidden_act: ", Quote(config.hidden_act), " is not supported for ", config.model_type,
+           " (supported: silu)");
+    }
+    if (!method.empty()) {
+      Fail(source, ": quantization_config.quant_method: ", Quote(method), " is not supported for ", config.model_type,
+           " yet (supported: unquantized BF16, F16 or F32 weights)");
+    }
+    if (arch == kQwen3Moe && (config.num_local_experts <= 0 || config.num_experts_per_tok <= 0)) {
+      Fail(source, ": num_experts: qwen3_moe needs experts and num_experts_per_tok");
+    }
   }
   if (method == "mxfp4") {
     // MXFP4 blocks hold 32 weights along the reduction dimension (gpt-oss.md §2.3).
@@ -900,6 +966,11 @@ void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
   if (config.bos_token_id) check_id("bos_token_id", *config.bos_token_id);
   if (config.pad_token_id) check_id("pad_token_id", *config.pad_token_id);
   for (const int64_t id : config.eos_token_ids) check_id("eos_token_id", id);
+}
+
+const std::vector<std::string_view>& SupportedModelTypes() {
+  static const std::vector<std::string_view> types = {"gpt_oss", "llama", "mistral", "qwen2", "qwen3", "qwen3_moe"};
+  return types;
 }
 
 GenerationConfig ParseGenerationConfig(const std::string& json_text, const std::string& source) {

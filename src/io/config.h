@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -76,6 +77,12 @@ struct ModelConfig {
   bool attention_bias = false;
   bool tie_word_embeddings = false;
   std::string hidden_act = "silu";
+  bool mlp_bias = false;  // llama: biases on gate/up/down
+
+  // Qwen2/Qwen3: layers from max_window_layers on slide when use_sliding_window (a
+  // sliding_window value alone is a decoy, dense-decoders.md §2.3); folded into layer_types.
+  bool use_sliding_window = false;
+  int64_t max_window_layers = 0;
 
   // Attention layout per layer (size num_hidden_layers). From `layer_types` when present;
   // gpt_oss without it: even index sliding, odd full; qwen2/qwen3 with use_sliding_window:
@@ -88,6 +95,12 @@ struct ModelConfig {
   int64_t num_experts_per_tok = 0;  // "num_experts_per_tok" (or legacy "experts_per_token")
   double swiglu_limit = 0.0;        // gpt_oss
   double router_aux_loss_coef = 0.0;
+  // Qwen3-MoE (dense-decoders.md §2.5): expert width, renormalised top-k weights, and which
+  // layers are sparse (i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0).
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 0;  // absent: 1 for qwen3_moe
+  std::vector<int64_t> mlp_only_layers;
 
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // config.json may hold an int or a list
@@ -109,12 +122,15 @@ ModelConfig LoadModelConfig(const std::string& dir);
 // from `raw`, so undescribed keys survive and each key keeps the spelling and number form (int or
 // float) the source used; a parsed gpt-oss config.json is reproduced exactly.
 nlohmann::json ModelConfigToJson(const ModelConfig& config);
-// Whether the engine can run this config: model_type must be one it supports (now gpt_oss only:
-// "unsupported model_type 'llama' (supported: gpt_oss)"), and the architecture's checks hold
-// (gpt_oss: experts, even head_dim, sliding_window, layer_types of the right length, yarn or no
-// rope scaling, mxfp4 or no quantization, token ids inside the vocabulary). Also re-checks the
-// limits parsing applies, for configs built in code. Throws tessera::Error naming `source`.
+// Whether the engine can run this config: model_type must be one it supports
+// ("unsupported model_type 'phi3' (supported: gpt_oss, llama, ...)"), and the architecture's
+// config checks hold (required keys, even head_dim, layer_types of the right length; gpt_oss: yarn
+// or no rope scaling, mxfp4 or no quantization; the others: silu, unquantized; token ids inside
+// the vocabulary). Also re-checks the limits parsing applies, for configs built in code. Throws
+// tessera::Error naming `source`. The tensors each type implies are model/architecture.h's.
 void ValidateModelConfig(const ModelConfig& config, const std::string& source);
+// The model_types ValidateModelConfig accepts, in the order errors list them.
+const std::vector<std::string_view>& SupportedModelTypes();
 
 struct GenerationConfig {
   std::optional<int64_t> bos_token_id;

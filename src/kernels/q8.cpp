@@ -48,15 +48,19 @@ bool PackMxfp4ForQ8(const uint8_t* blocks, const uint8_t* scales, size_t n, size
   return true;
 }
 
-bool QuantizeBf16ToQ8Int8(const uint16_t* w, size_t n, size_t k, uint8_t* values_out, float* scales_out,
+namespace {
+
+// Rows j of W[n, k] as float32 through `row_of(j, out)`; the quantizer of both entry points.
+template <typename RowOf>
+bool QuantizeRowsToQ8Int8(const RowOf& row_of, size_t n, size_t k, uint8_t* values_out, float* scales_out,
                           size_t* bad_row) {
   std::memset(values_out, 128, Q8Int8Bytes(n, k));  // zero columns
   std::fill(scales_out, scales_out + Q8PaddedColumns(n), 0.0f);
   std::vector<float> row(k);
   for (size_t j = 0; j < n; ++j) {
+    row_of(j, row.data());
     float amax = 0.0f;
     for (size_t c = 0; c < k; ++c) {
-      row[c] = Bf16ToF32(w[j * k + c]);
       if (!std::isfinite(row[c])) {
         if (bad_row) *bad_row = j;
         return false;
@@ -74,6 +78,22 @@ bool QuantizeBf16ToQ8Int8(const uint16_t* w, size_t n, size_t k, uint8_t* values
     }
   }
   return true;
+}
+
+}  // namespace
+
+bool QuantizeBf16ToQ8Int8(const uint16_t* w, size_t n, size_t k, uint8_t* values_out, float* scales_out,
+                          size_t* bad_row) {
+  const auto row_of = [&](size_t j, float* out) {
+    for (size_t c = 0; c < k; ++c) out[c] = Bf16ToF32(w[j * k + c]);
+  };
+  return QuantizeRowsToQ8Int8(row_of, n, k, values_out, scales_out, bad_row);
+}
+
+bool QuantizeF32ToQ8Int8(const float* w, size_t n, size_t k, uint8_t* values_out, float* scales_out,
+                         size_t* bad_row) {
+  const auto row_of = [&](size_t j, float* out) { std::copy_n(w + j * k, k, out); };
+  return QuantizeRowsToQ8Int8(row_of, n, k, values_out, scales_out, bad_row);
 }
 
 void DequantizeQ8Int8Row(const uint8_t* values, const float* scales, size_t k, size_t j, float* out) {

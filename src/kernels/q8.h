@@ -64,6 +64,10 @@ bool PackMxfp4ForQ8(const uint8_t* blocks, const uint8_t* scales, size_t n, size
 bool QuantizeBf16ToQ8Int8(const uint16_t* w, size_t n, size_t k, uint8_t* values_out, float* scales_out,
                           size_t* bad_row);
 
+// The same for a float32 matrix (F16 and F32 checkpoints, widened exactly first).
+bool QuantizeF32ToQ8Int8(const float* w, size_t n, size_t k, uint8_t* values_out, float* scales_out,
+                         size_t* bad_row);
+
 // Decodes row j of a packed int8 matrix back to floats (scale * W8), for tests and tools.
 void DequantizeQ8Int8Row(const uint8_t* values, const float* scales, size_t k, size_t j, float* out);
 

@@ -22,7 +22,7 @@
 #include "io/model_dir.h"
 #include "io/output_dir.h"
 #include "kernels/mxfp4.h"
-#include "model/gpt_oss_weights.h"
+#include "model/tensor_specs.h"
 
 namespace tessera {
 
@@ -156,14 +156,14 @@ QuantizeResult QuantizeCheckpoint(const std::string& in_dir, const std::string& 
     Fail(config_path, ": the experts are already MXFP4 (quantization_config.quant_method is mxfp4)");
   }
   const WeightStore store = WeightStore::Open(dir);
-  RequireNoProblems(CheckTensors(GptOssTensorSpecs(config, config_path), store), dir);
+  RequireNoProblems(CheckTensors(ModelTensorSpecs(config, config_path), store), dir);
 
   ModelConfig out_config = config;
   out_config.raw.erase("quantization_config");  // absent or null in a dense config
   out_config.quantization = GptOssMxfp4QuantizationConfig();
   const nlohmann::json out_json = ModelConfigToJson(out_config);
   // Also checks that hidden_size and intermediate_size are multiples of the block size.
-  const std::vector<TensorSpec> specs = GptOssCheckpointOrder(GptOssTensorSpecs(out_config, config_path));
+  const std::vector<TensorSpec> specs = CheckpointOrder(out_config, ModelTensorSpecs(out_config, config_path));
 
   QuantizeResult result;
   std::vector<std::pair<fs::path, uint64_t>> to_copy;

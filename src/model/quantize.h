@@ -7,8 +7,8 @@
 // maximum, round half to even, saturation) writes
 //   blocks [E, out, in/32, 16] (low nibble first)  and  scales [E, out, in/32]
 // with the 32-weight blocks running along `in`, the reduction dimension. Every other tensor is
-// copied byte for byte (dtype included); the result follows GptOssTensorSpecs() of the output
-// config, in GptOssCheckpointOrder() and sharded like the real checkpoints. config.json gains
+// copied byte for byte (dtype included); the result follows ModelTensorSpecs() of the output
+// config, in CheckpointOrder() and sharded like the real checkpoints. config.json gains
 // quantization_config {"quant_method": "mxfp4", "modules_to_not_convert": [...]} exactly as the
 // real one (gpt-oss.md §1.1) and keeps every other key; the directory's other regular files
 // (tokenizer.json, generation_config.json, chat template, ...) are copied unchanged.

@@ -25,7 +25,9 @@ namespace tessera {
 // ---- presets ----------------------------------------------------------------------------------
 
 const std::vector<std::string>& SynthPresetNames() {
-  static const std::vector<std::string> names = {"tiny", "gpt-oss-20b", "gpt-oss-120b"};
+  static const std::vector<std::string> names = {"tiny",      "gpt-oss-20b", "gpt-oss-120b",  "llama-3.1-8b",
+                                                 "mistral-7b", "qwen2.5-7b", "qwen3-8b",      "qwen3-30b-a3b",
+                                                 "tiny-llama", "tiny-qwen3", "tiny-qwen3-moe"};
   return names;
 }
 
@@ -84,9 +86,152 @@ nlohmann::json GptOssConfig(int64_t layers, int64_t experts) {
   };
 }
 
+// The dense families' and Qwen3-MoE's config.json (dense-decoders.md §4, v4 spelling as the Hub
+// files have it).
+nlohmann::json LlamaConfig() {
+  return nlohmann::json{
+      {"architectures", {"LlamaForCausalLM"}},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", 128000},
+      {"eos_token_id", 128001},
+      {"head_dim", 128},
+      {"hidden_act", "silu"},
+      {"hidden_size", 4096},
+      {"initializer_range", 0.02},
+      {"intermediate_size", 14336},
+      {"max_position_embeddings", 131072},
+      {"mlp_bias", false},
+      {"model_type", "llama"},
+      {"num_attention_heads", 32},
+      {"num_hidden_layers", 32},
+      {"num_key_value_heads", 8},
+      {"pretraining_tp", 1},
+      {"rms_norm_eps", 1e-05},
+      {"rope_scaling",
+       {{"factor", 8.0},
+        {"high_freq_factor", 4.0},
+        {"low_freq_factor", 1.0},
+        {"original_max_position_embeddings", 8192},
+        {"rope_type", "llama3"}}},
+      {"rope_theta", 500000.0},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.43.0.dev0"},
+      {"use_cache", true},
+      {"vocab_size", 128256},
+  };
+}
+
+nlohmann::json MistralConfig() {
+  return nlohmann::json{
+      {"architectures", {"MistralForCausalLM"}},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", 1},
+      {"eos_token_id", 2},
+      {"hidden_act", "silu"},
+      {"hidden_size", 4096},
+      {"initializer_range", 0.02},
+      {"intermediate_size", 14336},
+      {"max_position_embeddings", 32768},
+      {"model_type", "mistral"},
+      {"num_attention_heads", 32},
+      {"num_hidden_layers", 32},
+      {"num_key_value_heads", 8},
+      {"rms_norm_eps", 1e-05},
+      {"rope_theta", 1000000.0},
+      {"sliding_window", nullptr},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.42.0.dev0"},
+      {"use_cache", true},
+      {"vocab_size", 32768},
+  };
+}
+
+nlohmann::json QwenConfig(std::string_view type) {
+  nlohmann::json c{
+      {"attention_dropout", 0.0},
+      {"bos_token_id", 151643},
+      {"eos_token_id", 151643},
+      {"hidden_act", "silu"},
+      {"initializer_range", 0.02},
+      {"max_window_layers", 28},
+      {"model_type", type},
+      {"rope_scaling", nullptr},
+      {"rope_theta", 1000000.0},
+      {"sliding_window", 131072},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.51.0"},
+      {"use_cache", true},
+      {"use_sliding_window", false},
+  };
+  if (type == "qwen2") {
+    c.update({{"architectures", {"Qwen2ForCausalLM"}}, {"hidden_size", 3584}, {"intermediate_size", 18944},
+              {"max_position_embeddings", 131072}, {"num_attention_heads", 28}, {"num_hidden_layers", 28},
+              {"num_key_value_heads", 4}, {"rms_norm_eps", 1e-06}, {"vocab_size", 152064}});
+  } else if (type == "qwen3") {
+    c.update({{"architectures", {"Qwen3ForCausalLM"}}, {"attention_bias", false}, {"eos_token_id", 151645},
+              {"head_dim", 128}, {"hidden_size", 4096}, {"intermediate_size", 12288},
+              {"max_position_embeddings", 40960}, {"max_window_layers", 36}, {"num_attention_heads", 32},
+              {"num_hidden_layers", 36}, {"num_key_value_heads", 8}, {"rms_norm_eps", 1e-06},
+              {"sliding_window", nullptr}, {"vocab_size", 151936}});
+  } else {
+    c.update({{"architectures", {"Qwen3MoeForCausalLM"}}, {"attention_bias", false}, {"decoder_sparse_step", 1},
+              {"eos_token_id", 151645}, {"head_dim", 128}, {"hidden_size", 2048}, {"intermediate_size", 6144},
+              {"max_position_embeddings", 40960}, {"max_window_layers", 48}, {"mlp_only_layers", nlohmann::json::array()},
+              {"moe_intermediate_size", 768}, {"norm_topk_prob", true}, {"num_attention_heads", 32},
+              {"num_experts", 128}, {"num_experts_per_tok", 8}, {"num_hidden_layers", 48},
+              {"num_key_value_heads", 4}, {"output_router_logits", false}, {"rms_norm_eps", 1e-06},
+              {"router_aux_loss_coef", 0.001}, {"sliding_window", nullptr}, {"vocab_size", 151936}});
+  }
+  return c;
+}
+
+// Tiny variants of a family: every structural switch kept (GQA, head_dim != hidden / heads for
+// Qwen3, llama3 rope with a short original context, experts with a dense layer between), sizes a
+// test loads in milliseconds; vocabulary 1024.
+nlohmann::json Tiny(nlohmann::json c) {
+  c.update({{"hidden_size", 64}, {"intermediate_size", 128}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+            {"num_hidden_layers", 4}, {"vocab_size", 1024}, {"bos_token_id", 1000}, {"eos_token_id", 1001},
+            {"max_position_embeddings", 4096}});
+  if (c.contains("head_dim")) c["head_dim"] = c["model_type"] == "llama" ? 16 : 32;
+  if (c["model_type"] == "llama") c["rope_scaling"]["original_max_position_embeddings"] = 64;
+  if (c["model_type"] == "qwen3_moe") {
+    c.update({{"num_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 64},
+              {"mlp_only_layers", {1}}, {"max_window_layers", 4}});
+  }
+  if (c["model_type"] == "qwen3") c["max_window_layers"] = 4;
+  return c;
+}
+
+// generation_config.json of each family's instruct release (dense-decoders.md §8.5).
+nlohmann::json FamilyGenerationConfig(const nlohmann::json& config) {
+  const std::string type = config.at("model_type").get<std::string>();
+  const nlohmann::json bos = config.at("bos_token_id");
+  if (type == "llama") {
+    const int64_t b = bos.get<int64_t>();
+    return {{"bos_token_id", b}, {"do_sample", true}, {"eos_token_id", {b + 1, b + 8, b + 9}},
+            {"temperature", 0.6}, {"top_p", 0.9}};
+  }
+  if (type == "mistral") return {{"bos_token_id", bos}, {"eos_token_id", config.at("eos_token_id")}};
+  const int64_t b = bos.get<int64_t>();
+  return {{"bos_token_id", b}, {"do_sample", true}, {"eos_token_id", {b + 2, b}}, {"pad_token_id", b},
+          {"temperature", type == "qwen2" ? 0.7 : 0.6}, {"top_k", 20}, {"top_p", type == "qwen2" ? 0.8 : 0.95}};
+}
+
 }  // namespace
 
 nlohmann::json SynthPresetConfigJson(std::string_view preset) {
+  if (preset == "llama-3.1-8b") return LlamaConfig();
+  if (preset == "mistral-7b") return MistralConfig();
+  if (preset == "qwen2.5-7b") return QwenConfig("qwen2");
+  if (preset == "qwen3-8b") return QwenConfig("qwen3");
+  if (preset == "qwen3-30b-a3b") return QwenConfig("qwen3_moe");
+  if (preset == "tiny-llama") return Tiny(LlamaConfig());
+  if (preset == "tiny-qwen3") return Tiny(QwenConfig("qwen3"));
+  if (preset == "tiny-qwen3-moe") return Tiny(QwenConfig("qwen3_moe"));
   if (preset == "gpt-oss-20b") return GptOssConfig(24, 32);
   if (preset == "gpt-oss-120b") return GptOssConfig(36, 128);
   if (preset == "tiny") {
@@ -161,6 +306,7 @@ int64_t FanIn(const TensorSpec& spec) {
     case TensorKind::kLinearWeight:
     case TensorKind::kRouterWeight:
     case TensorKind::kLmHead:
+    case TensorKind::kExpertLinear:  // [out, in]
     case TensorKind::kExpertWeight:  // [E, in, out]
       return spec.shape.at(1);
     case TensorKind::kExpertBlocks:  // [E, out, in/32, 16]
@@ -182,6 +328,7 @@ SynthInit SynthInitFor(const TensorSpec& spec) {
     case TensorKind::kNorm: init.mean = 1.0f; init.std = kSmallStd; break;
     case TensorKind::kLinearWeight:
     case TensorKind::kRouterWeight:
+    case TensorKind::kExpertLinear:
     case TensorKind::kExpertWeight:
       init.std = static_cast<float>(1.0 / std::sqrt(static_cast<double>(FanIn(spec))));
       break;
@@ -278,7 +425,7 @@ SynthResult WriteSyntheticModel(const std::string& dir, const SynthOptions& opti
   const std::string config_source = dir + "/config.json";
   const ModelConfig config = ParseModelConfig(options.config_json.dump(), config_source);
   ValidateModelConfig(config, config_source);
-  const std::vector<TensorSpec> specs = GptOssCheckpointOrder(GptOssTensorSpecs(config, config_source));
+  const std::vector<TensorSpec> specs = CheckpointOrder(config, ModelTensorSpecs(config, config_source));
   if (options.max_shard_bytes == 0) Fail(dir, ": the maximum shard size must be positive");
 
   SynthResult result;
@@ -287,7 +434,11 @@ SynthResult WriteSyntheticModel(const std::string& dir, const SynthOptions& opti
     result.tensor_bytes += s.nbytes();
     result.parameters += s.parameters();
   }
-  const std::string& tokenizer_json = EmbeddedTokenizerJson();
+  // gpt-oss directories carry the real o200k_harmony tokenizer (built in); the other families'
+  // cannot be made offline.
+  const bool gpt_oss = config.model_type == "gpt_oss";
+  const std::string empty;
+  const std::string& tokenizer_json = gpt_oss ? EmbeddedTokenizerJson() : empty;
   const std::string_view tokenizer_config = EmbeddedTokenizerConfigJson();
 
   // Headers, the index and the small JSON files are far below this margin.
@@ -311,12 +462,18 @@ SynthResult WriteSyntheticModel(const std::string& dir, const SynthOptions& opti
     if (name != "model.safetensors.index.json") result.weight_files.push_back(std::move(name));
   }
 
-  WriteJson(dir + "/generation_config.json", GptOssGenerationConfigJson());
-  WriteFile(dir + "/tokenizer.json", tokenizer_json);
-  WriteFile(dir + "/tokenizer_config.json", std::string(tokenizer_config));
-  WriteJson(dir + "/special_tokens_map.json",
-            nlohmann::json{{"bos_token", "<|startoftext|>"}, {"eos_token", "<|return|>"},
-                           {"pad_token", "<|endoftext|>"}});
+  if (gpt_oss) {
+    WriteJson(dir + "/generation_config.json", GptOssGenerationConfigJson());
+    WriteFile(dir + "/tokenizer.json", tokenizer_json);
+    WriteFile(dir + "/tokenizer_config.json", std::string(tokenizer_config));
+    WriteJson(dir + "/special_tokens_map.json",
+              nlohmann::json{{"bos_token", "<|startoftext|>"}, {"eos_token", "<|return|>"},
+                             {"pad_token", "<|endoftext|>"}});
+  } else {
+    // The families' real tokenizers cannot be made offline: these directories are for shapes
+    // and speed (tessera bench, logits on ids); see docs/ARCHITECTURE.md.
+    WriteJson(dir + "/generation_config.json", FamilyGenerationConfig(options.config_json));
+  }
   WriteJson(dir + "/config.json", options.config_json);  // last: marks the directory complete
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -2,7 +2,7 @@
 //
 // `tessera synth --preset NAME --out DIR` writes config.json, generation_config.json,
 // tokenizer.json, tokenizer_config.json, special_tokens_map.json and the weights (MXFP4 experts
-// as *_blocks / *_scales, BF16 elsewhere), one tensor at a time through GptOssTensorSpecs() (the
+// as *_blocks / *_scales, BF16 elsewhere), one tensor at a time through ModelTensorSpecs() (the
 // single description of the tensor set). Presets:
 //   tiny          hidden 64, intermediate 96, 4 layers (sliding, full, ...), 4 heads of 32 (so
 //                 head_dim != hidden / heads), 2 KV heads, 8 experts top-4, sliding window 16,
@@ -36,11 +36,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/gpt_oss_weights.h"
+#include "model/tensor_specs.h"
 
 namespace tessera {
 
-// Greedy shard limit: with tensors in GptOssCheckpointOrder() it reproduces the real
+// Greedy shard limit: with tensors in CheckpointOrder() it reproduces the real
 // gpt-oss-20b shard assignment (3 files, shards starting at model.layers.18.self_attn.q_proj.weight
 // and model.layers.6.mlp.experts.gate_up_proj_blocks) and the 15 files of gpt-oss-120b.
 inline constexpr uint64_t kGptOssMaxShardBytes = 4'800'000'000;

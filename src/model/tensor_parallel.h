@@ -2,7 +2,7 @@
 // states the contract; dist/ implements it over MPI (dist/tp_group.h), so the layers keep
 // depending downward only.
 //
-// Sharding of gpt-oss over P ranks (rank r), chosen in GptOssModel::Load:
+// Sharding of gpt-oss over P ranks (rank r), chosen in Model::Load:
 //   - attention heads: query heads [r Nq/P, (r+1) Nq/P); key/value heads the ones those queries
 //     use (Nkv/P of them when P divides Nkv, else the one shared head, replicated);
 //     q/k/v are column-parallel (rows of W), o_proj row-parallel (its columns, copied at load);

@@ -33,7 +33,7 @@ expect_out "inspect tiny" "tensors: 79"
 expect_out "inspect tiny" "files: 1 "
 expect_out "inspect tiny" "model.layers.{0..3}.mlp.experts.down_proj_blocks"
 expect_out "inspect tiny" "[8, 64, 3, 16]"
-expect_out "inspect tiny" "validation: ok (79 tensors match the gpt-oss description)"
+expect_out "inspect tiny" "validation: ok (79 tensors match the gpt_oss description)"
 run_ok "inspect --json" "$BIN" inspect -m "$M" --json
 expect_out "inspect --json" '"num_tensors": 79'
 expect_out "inspect --json" '"problems": []'

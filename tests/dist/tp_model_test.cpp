@@ -20,7 +20,7 @@
 #include "dist/tp_group.h"
 #include "dist_test_util.h"
 #include "test_util.h"
-#include "model/gpt_oss_model.h"
+#include "model/model.h"
 #include "copying_model.h"
 #include "engine/generator.h"
 
@@ -62,9 +62,9 @@ TEST_F(TpModelTest, LogitsAndGreedyTokensMatchOneProcess) {
       for (TpExperts experts : {TpExperts::kTensor, TpExperts::kExpert}) {
         SCOPED_TRACE(std::string(name) + (precision == Precision::kFast ? " fast" : " exact") +
                      (experts == TpExperts::kTensor ? " tensor-parallel experts" : " expert-parallel experts"));
-        const auto one = GptOssModel::Load(kGoldenDir + name, ModelOptions{precision, DenseWeights::kBf16, nullptr});
+        const auto one = Model::Load(kGoldenDir + name, ModelOptions{precision, DenseWeights::kBf16, nullptr});
         if (!Splits(one->config(), P, experts)) continue;
-        const auto tp = GptOssModel::Load(
+        const auto tp = Model::Load(
             kGoldenDir + name, ModelOptions{precision, DenseWeights::kBf16, MakeTensorParallelGroup(P), experts});
         const std::vector<int32_t> seq = GoldenSequence(name);
         // An even and an odd prefill: sequence-parallel (T % P == 0) and replicated (else, P > 1).
@@ -102,10 +102,10 @@ TEST_F(TpModelTest, DegreesThatDoNotDivideAreOneLineErrors) {
   const int P = World().size();
   if (P == 1) GTEST_SKIP() << "needs several ranks";
   for (const char* name : {"tiny_a", "tiny_b", "tiny_c"}) {
-    const auto config = GptOssModel::Load(kGoldenDir + name)->config();
+    const auto config = Model::Load(kGoldenDir + name)->config();
     if (Splits(config, P, TpExperts::kExpert)) continue;
     try {
-      GptOssModel::Load(kGoldenDir + name, ModelOptions{Precision::kExact, DenseWeights::kBf16,
+      Model::Load(kGoldenDir + name, ModelOptions{Precision::kExact, DenseWeights::kBf16,
                                                          MakeTensorParallelGroup(P), TpExperts::kExpert});
       ADD_FAILURE() << name << ": expected an error for --tp " << P;
     } catch (const Error& e) {
@@ -132,20 +132,20 @@ TEST_F(TpModelTest, SpeculationFollowsRankZero) {
   world.Barrier();
   std::vector<int32_t> prompt = GoldenSequence("tiny_b");
   prompt.resize(24);
-  auto generate = [&](const GptOssModel& model, const SpecOptions& spec) {
+  auto generate = [&](const Model& model, const SpecOptions& spec) {
     Generator generator(model, 256, KvType::kF32);
     Sampler sampler(SamplingParams{.temperature = 0.0f});
     StopCondition stop({}, 40);
     return generator.Generate(prompt, sampler, stop, {}, spec);
   };
-  const auto one = GptOssModel::Load(dir);
+  const auto one = Model::Load(dir);
   const GenerationResult plain = generate(*one, {});
   const int64_t K = 8;
   SpecOptions spec{.method = SpecMethod::kNgram, .k = K, .min_n = 1, .max_n = 3, .adaptive = true, .cost = {}};
   spec.cost.assign(K + 1, world.rank() == 0 ? 1.0 : 100.0);
   spec.cost[0] = 1.0;
   if (Splits(one->config(), P, TpExperts::kTensor)) {
-    const auto tp = GptOssModel::Load(dir, ModelOptions{Precision::kExact, DenseWeights::kBf16, MakeTensorParallelGroup(P)});
+    const auto tp = Model::Load(dir, ModelOptions{Precision::kExact, DenseWeights::kBf16, MakeTensorParallelGroup(P)});
     const GenerationResult got = generate(*tp, spec);
     EXPECT_EQ(got.tokens, plain.tokens);
     EXPECT_GT(got.spec.accepted, 0) << "the copying model's drafts were never accepted";
@@ -161,9 +161,9 @@ TEST_F(TpModelTest, ForwardBatchMatchesOneProcess) {
   const int P = World().size();
   for (const char* name : {"tiny_a", "tiny_c"}) {
     SCOPED_TRACE(name);
-    const auto one = GptOssModel::Load(kGoldenDir + name);
+    const auto one = Model::Load(kGoldenDir + name);
     if (!Splits(one->config(), P, TpExperts::kTensor)) continue;
-    const auto tp = GptOssModel::Load(kGoldenDir + name, ModelOptions{Precision::kExact, DenseWeights::kBf16, MakeTensorParallelGroup(P)});
+    const auto tp = Model::Load(kGoldenDir + name, ModelOptions{Precision::kExact, DenseWeights::kBf16, MakeTensorParallelGroup(P)});
     const std::vector<int32_t> seq = GoldenSequence(name);
     const std::span<const int32_t> all(seq);
     KvCache a1(one->cache_config(), 64, KvType::kF32), b1(one->cache_config(), 64, KvType::kF32);

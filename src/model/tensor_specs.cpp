@@ -1,4 +1,4 @@
-#include "model/gpt_oss_weights.h"
+#include "model/tensor_specs.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "io/json_util.h"
 #include "kernels/mxfp4.h"
+#include "model/architecture.h"
 
 namespace tessera {
 
@@ -24,6 +25,7 @@ std::string_view TensorKindName(TensorKind kind) {
     case TensorKind::kExpertScales: return "mxfp4 scales";
     case TensorKind::kExpertBias: return "expert bias";
     case TensorKind::kExpertWeight: return "expert weight";
+    case TensorKind::kExpertLinear: return "expert linear weight";
     case TensorKind::kLmHead: return "lm head";
   }
   return "?";
@@ -51,7 +53,8 @@ ExpertFormat GptOssExpertFormat(const ModelConfig& config, const std::string& so
        "' is not supported for gpt_oss (expected mxfp4 or no quantization_config)");
 }
 
-std::string GptOssLoadBlocker(const ModelConfig& config, const std::string& source) {
+std::string LoadBlocker(const ModelConfig& config, const std::string& source) {
+  if (ArchitectureOf(config, source).experts != ExpertLayout::kFusedInterleaved) return "";
   if (GptOssExpertFormat(config, source) == ExpertFormat::kMxfp4) return "";
   return StrCat(source, ": unquantized (dense) experts are not supported by this engine yet; convert them with "
                 "`tessera quantize --to mxfp4` or use the MXFP4 checkpoint");
@@ -63,37 +66,24 @@ namespace {
 constexpr int64_t kMaxDim = int64_t{1} << 31;
 
 int64_t RequireDim(const std::string& source, const char* key, int64_t value) {
-  if (value <= 0 || value > kMaxDim) Fail(source, ": ", key, " ", value, " is out of range for gpt_oss");
+  if (value <= 0 || value > kMaxDim) Fail(source, ": ", key, " ", value, " is out of range");
   return value;
 }
 
 }  // namespace
 
-std::vector<TensorSpec> GptOssTensorSpecs(const ModelConfig& config, const std::string& source) {
-  if (config.model_type != "gpt_oss") {
-    Fail(source, ": model_type '", config.model_type, "' is not gpt_oss");
-  }
+std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::string& source) {
+  const Architecture& arch = ArchitectureOf(config, source);
   const int64_t vocab = RequireDim(source, "vocab_size", config.vocab_size);
   const int64_t hidden = RequireDim(source, "hidden_size", config.hidden_size);
-  const int64_t inter = RequireDim(source, "intermediate_size", config.intermediate_size);
   const int64_t layers = RequireDim(source, "num_hidden_layers", config.num_hidden_layers);
   const int64_t heads = RequireDim(source, "num_attention_heads", config.num_attention_heads);
   const int64_t kv_heads = RequireDim(source, "num_key_value_heads", config.num_key_value_heads);
   const int64_t head_dim = RequireDim(source, "head_dim", config.head_dim);
-  const int64_t experts = RequireDim(source, "num_local_experts", config.num_local_experts);
-  const ExpertFormat format = GptOssExpertFormat(config, source);
-  if (format == ExpertFormat::kMxfp4) {
-    // MXFP4 blocks run along the input dimension: H for gate_up, I for down.
-    if (hidden % kMxfp4BlockSize != 0) {
-      Fail(source, ": hidden_size ", hidden, " is not a multiple of the MXFP4 block size 32");
-    }
-    if (inter % kMxfp4BlockSize != 0) {
-      Fail(source, ": intermediate_size ", inter, " is not a multiple of the MXFP4 block size 32");
-    }
-  }
-  const int64_t q_dim = heads * head_dim;  // 4096 in both real sizes (head_dim is read, never H/Nq)
+  const bool mxfp4 = arch.experts == ExpertLayout::kFusedInterleaved &&
+                     GptOssExpertFormat(config, source) == ExpertFormat::kMxfp4;
+  const int64_t q_dim = heads * head_dim;  // sized from heads, never from hidden (Qwen3, gpt-oss)
   const int64_t kv_dim = kv_heads * head_dim;
-  const bool bias = config.attention_bias;
 
   std::vector<TensorSpec> specs;
   auto add = [&](std::string name, DType dtype, std::vector<int64_t> shape, TensorKind kind, int layer) {
@@ -105,39 +95,81 @@ std::vector<TensorSpec> GptOssTensorSpecs(const ModelConfig& config, const std::
   add("model.embed_tokens.weight", kBF16, {vocab, hidden}, TensorKind::kEmbedding, -1);
   for (int64_t l = 0; l < layers; ++l) {
     const int li = static_cast<int>(l);
+    const LayerPlan plan = PlanLayer(arch, config, l);
     const std::string p = StrCat("model.layers.", l, ".");
+    auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
+      if (bias && arch.checkpoint_layer_order) add(p + name + ".bias", kBF16, {out}, TensorKind::kLinearBias, li);
+      add(p + name + ".weight", kBF16, {out, in}, TensorKind::kLinearWeight, li);
+      if (bias && !arch.checkpoint_layer_order) add(p + name + ".bias", kBF16, {out}, TensorKind::kLinearBias, li);
+    };
     add(p + "input_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
-    if (bias) add(p + "self_attn.o_proj.bias", kBF16, {hidden}, TensorKind::kLinearBias, li);
-    add(p + "self_attn.o_proj.weight", kBF16, {hidden, q_dim}, TensorKind::kLinearWeight, li);
-    if (bias) {
-      add(p + "self_attn.q_proj.bias", kBF16, {q_dim}, TensorKind::kLinearBias, li);
-      add(p + "self_attn.k_proj.bias", kBF16, {kv_dim}, TensorKind::kLinearBias, li);
-      add(p + "self_attn.v_proj.bias", kBF16, {kv_dim}, TensorKind::kLinearBias, li);
-    }
-    add(p + "self_attn.q_proj.weight", kBF16, {q_dim, hidden}, TensorKind::kLinearWeight, li);
-    add(p + "self_attn.k_proj.weight", kBF16, {kv_dim, hidden}, TensorKind::kLinearWeight, li);
-    add(p + "self_attn.v_proj.weight", kBF16, {kv_dim, hidden}, TensorKind::kLinearWeight, li);
-    add(p + "self_attn.sinks", kBF16, {heads}, TensorKind::kAttentionSinks, li);
-    add(p + "mlp.router.bias", kBF16, {experts}, TensorKind::kRouterBias, li);
-    add(p + "mlp.router.weight", kBF16, {experts, hidden}, TensorKind::kRouterWeight, li);
-    const std::string e = p + "mlp.experts.";
-    if (format == ExpertFormat::kMxfp4) {
-      add(e + "gate_up_proj_bias", kBF16, {experts, 2 * inter}, TensorKind::kExpertBias, li);
-      add(e + "gate_up_proj_blocks", kU8, {experts, 2 * inter, hidden / kMxfp4BlockSize, kMxfp4BlockBytes},
-          TensorKind::kExpertBlocks, li);
-      add(e + "gate_up_proj_scales", kU8, {experts, 2 * inter, hidden / kMxfp4BlockSize},
-          TensorKind::kExpertScales, li);
-      add(e + "down_proj_bias", kBF16, {experts, hidden}, TensorKind::kExpertBias, li);
-      add(e + "down_proj_blocks", kU8, {experts, hidden, inter / kMxfp4BlockSize, kMxfp4BlockBytes},
-          TensorKind::kExpertBlocks, li);
-      add(e + "down_proj_scales", kU8, {experts, hidden, inter / kMxfp4BlockSize},
-          TensorKind::kExpertScales, li);
+    if (arch.checkpoint_layer_order) {
+      // gpt-oss index order: o, then the biases of q, k, v, then their weights.
+      linear("self_attn.o_proj", hidden, q_dim, plan.o_bias);
+      if (plan.qkv_bias) {
+        add(p + "self_attn.q_proj.bias", kBF16, {q_dim}, TensorKind::kLinearBias, li);
+        add(p + "self_attn.k_proj.bias", kBF16, {kv_dim}, TensorKind::kLinearBias, li);
+        add(p + "self_attn.v_proj.bias", kBF16, {kv_dim}, TensorKind::kLinearBias, li);
+      }
+      linear("self_attn.q_proj", q_dim, hidden, false);
+      linear("self_attn.k_proj", kv_dim, hidden, false);
+      linear("self_attn.v_proj", kv_dim, hidden, false);
     } else {
-      // HF GptOssExperts parameters, x @ W orientation (gpt-oss.md §2.3, last bullets).
-      add(e + "gate_up_proj", kBF16, {experts, hidden, 2 * inter}, TensorKind::kExpertWeight, li);
-      add(e + "gate_up_proj_bias", kBF16, {experts, 2 * inter}, TensorKind::kExpertBias, li);
-      add(e + "down_proj", kBF16, {experts, inter, hidden}, TensorKind::kExpertWeight, li);
-      add(e + "down_proj_bias", kBF16, {experts, hidden}, TensorKind::kExpertBias, li);
+      linear("self_attn.q_proj", q_dim, hidden, plan.qkv_bias);
+      linear("self_attn.k_proj", kv_dim, hidden, plan.qkv_bias);
+      linear("self_attn.v_proj", kv_dim, hidden, plan.qkv_bias);
+      linear("self_attn.o_proj", hidden, q_dim, plan.o_bias);
+    }
+    if (arch.qk_norm) {
+      add(p + "self_attn.q_norm.weight", kBF16, {head_dim}, TensorKind::kNorm, li);
+      add(p + "self_attn.k_norm.weight", kBF16, {head_dim}, TensorKind::kNorm, li);
+    }
+    if (arch.sinks) add(p + "self_attn.sinks", kBF16, {heads}, TensorKind::kAttentionSinks, li);
+    const int64_t inter = RequireDim(source, plan.moe && arch.mlp == MlpKind::kMoeWhereSparse
+                                                 ? "moe_intermediate_size" : "intermediate_size",
+                                     plan.intermediate);
+    if (!plan.moe) {
+      linear("mlp.gate_proj", inter, hidden, plan.mlp_bias);
+      linear("mlp.up_proj", inter, hidden, plan.mlp_bias);
+      linear("mlp.down_proj", hidden, inter, plan.mlp_bias);
+    } else {
+      const int64_t experts = RequireDim(source, "num_local_experts", config.num_local_experts);
+      const std::string router = p + std::string(arch.router_name) + ".";
+      if (arch.router_bias) add(router + "bias", kBF16, {experts}, TensorKind::kRouterBias, li);
+      add(router + "weight", kBF16, {experts, hidden}, TensorKind::kRouterWeight, li);
+      const std::string e = p + "mlp.experts.";
+      if (arch.experts == ExpertLayout::kPerExpert) {
+        for (int64_t x = 0; x < experts; ++x) {
+          const std::string ex = StrCat(e, x, ".");
+          add(ex + "gate_proj.weight", kBF16, {inter, hidden}, TensorKind::kExpertLinear, li);
+          add(ex + "up_proj.weight", kBF16, {inter, hidden}, TensorKind::kExpertLinear, li);
+          add(ex + "down_proj.weight", kBF16, {hidden, inter}, TensorKind::kExpertLinear, li);
+        }
+      } else if (mxfp4) {
+        // MXFP4 blocks run along the input dimension: H for gate_up, I for down.
+        if (hidden % kMxfp4BlockSize != 0) {
+          Fail(source, ": hidden_size ", hidden, " is not a multiple of the MXFP4 block size 32");
+        }
+        if (inter % kMxfp4BlockSize != 0) {
+          Fail(source, ": intermediate_size ", inter, " is not a multiple of the MXFP4 block size 32");
+        }
+        add(e + "gate_up_proj_bias", kBF16, {experts, 2 * inter}, TensorKind::kExpertBias, li);
+        add(e + "gate_up_proj_blocks", kU8, {experts, 2 * inter, hidden / kMxfp4BlockSize, kMxfp4BlockBytes},
+            TensorKind::kExpertBlocks, li);
+        add(e + "gate_up_proj_scales", kU8, {experts, 2 * inter, hidden / kMxfp4BlockSize},
+            TensorKind::kExpertScales, li);
+        add(e + "down_proj_bias", kBF16, {experts, hidden}, TensorKind::kExpertBias, li);
+        add(e + "down_proj_blocks", kU8, {experts, hidden, inter / kMxfp4BlockSize, kMxfp4BlockBytes},
+            TensorKind::kExpertBlocks, li);
+        add(e + "down_proj_scales", kU8, {experts, hidden, inter / kMxfp4BlockSize},
+            TensorKind::kExpertScales, li);
+      } else {
+        // HF GptOssExperts parameters, x @ W orientation (gpt-oss.md §2.3, last bullets).
+        add(e + "gate_up_proj", kBF16, {experts, hidden, 2 * inter}, TensorKind::kExpertWeight, li);
+        add(e + "gate_up_proj_bias", kBF16, {experts, 2 * inter}, TensorKind::kExpertBias, li);
+        add(e + "down_proj", kBF16, {experts, inter, hidden}, TensorKind::kExpertWeight, li);
+        add(e + "down_proj_bias", kBF16, {experts, hidden}, TensorKind::kExpertBias, li);
+      }
     }
     add(p + "post_attention_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
   }
@@ -146,7 +178,8 @@ std::vector<TensorSpec> GptOssTensorSpecs(const ModelConfig& config, const std::
   return specs;
 }
 
-std::vector<TensorSpec> GptOssCheckpointOrder(std::vector<TensorSpec> specs) {
+std::vector<TensorSpec> CheckpointOrder(const ModelConfig& config, std::vector<TensorSpec> specs) {
+  if (!ArchitectureOf(config).checkpoint_layer_order) return specs;
   // Layer tensors first, layers compared as decimal strings; global tensors keep their relative
   // order (embed_tokens, norm, lm_head) after all layers. Stable, so per-layer order is kept.
   auto key = [](const TensorSpec& s) {
@@ -183,12 +216,9 @@ bool DTypeFits(const TensorSpec& spec, DType stored) {
     case TensorKind::kExpertBlocks:
     case TensorKind::kExpertScales:
       return DTypeSize(stored) == 1;
-    case TensorKind::kEmbedding:
-    case TensorKind::kLinearWeight:
-    case TensorKind::kRouterWeight:
-    case TensorKind::kLmHead:
-      return stored == spec.dtype;
     default:
+      // Float tensors: matrices go through the linear-weight formats (linear.h), which hold BF16,
+      // F16 and F32 as stored; vectors are widened to float32 at load. All three convert exactly.
       if (spec.dtype == DType::kBF16) {
         return stored == DType::kBF16 || stored == DType::kF16 || stored == DType::kF32;
       }
@@ -215,10 +245,9 @@ std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs,
                           StrCat("shape ", ShapeToString(t.shape), ", expected ", ShapeToString(spec.shape))});
     }
     if (!DTypeFits(spec, t.dtype)) {
-      const bool matrix = spec.dtype == DType::kBF16 && (t.dtype == DType::kF16 || t.dtype == DType::kF32);
+      const std::string expected = spec.dtype == DType::kBF16 ? std::string("BF16, F16 or F32") : std::string(DTypeName(spec.dtype));
       problems.push_back({TensorProblem::Type::kDType, spec.name,
-                          StrCat("dtype ", DTypeName(t.dtype), ", expected ", DTypeName(spec.dtype),
-                                 matrix ? " (the matrix kernels read BF16; convert the checkpoint to BF16)" : "")});
+                          StrCat("dtype ", DTypeName(t.dtype), ", expected ", expected)});
     }
   }
   std::vector<std::string> unexpected;

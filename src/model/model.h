@@ -1,17 +1,19 @@
-// The gpt-oss forward pass on CPU, in float32 activations, exactly as Hugging Face transformers
-// computes it in float32 eager mode (../shared/reference/gpt-oss.md §3):
-//   embeddings -> per layer [RMSNorm -> attention (q/k/v/o biases, GQA, split-half YaRN RoPE,
-//   per-head sinks in the softmax denominator, sliding window on sliding layers) -> residual ->
-//   RMSNorm -> MoE (router top-k then softmax over the k, swigluoai experts from MXFP4 weights,
-//   weighted combine) -> residual] -> final RMSNorm -> lm_head.
+// The decoder forward pass on CPU, in float32 activations, exactly as Hugging Face transformers
+// computes it in float32 eager mode, for every architecture of model/architecture.h (gpt-oss:
+// ../shared/reference/gpt-oss.md §3; Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE:
+// dense-decoders.md §1-3):
+//   embeddings -> per layer [RMSNorm -> attention -> residual -> RMSNorm -> gated MLP or MoE ->
+//   residual] -> final RMSNorm -> lm_head, the layers of model/layers.h built from the
+//   architecture row and the config.
 //
-// Weights: the exact path reads the MXFP4 expert blocks in place from the memory-mapped
-// checkpoint; BF16 matrices are copied once into huge-page buffers (the mapped pages released),
-// the fast path repacks the experts (and with --dense int8 quantizes the BF16 matrices) at load,
-// and tensor parallelism keeps only this rank's slices; one resident copy of each weight in every
-// case. Norms, biases and sinks (a few MB) are widened to float32 at load. Every row of every result is computed the same way
-// whatever the number of tokens in the call, so decoding token by token and verifying several
-// tokens in one call give the same logits.
+// Weights: every matrix is a LinearWeights (model/linear.h) in the format ChooseLinearFormat
+// picks from its stored dtype and the precision options: as stored on the exact path (MXFP4
+// experts read in place from the mapping, float matrices copied once into huge-page buffers),
+// repacked or quantized at load on the fast path; tensor parallelism keeps only this rank's
+// slices; one resident copy of each weight in every case. Norms, biases and sinks are widened to
+// float32 at load. Every row of every result is computed the same way whatever the number of
+// tokens in the call, so decoding token by token and verifying several tokens in one call give
+// the same logits.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +24,11 @@
 
 #include "io/config.h"
 #include "io/safetensors.h"
-#include "kernels/q8.h"
-#include "model/tensor_parallel.h"
+#include "model/layers.h"
+#include "model/architecture.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
+#include "model/tensor_parallel.h"
 
 namespace tessera {
 
@@ -33,7 +36,7 @@ enum class LogitsMode { kNone, kLast, kAll };
 
 class KvCache;
 
-// One sequence's part of a batched forward pass (GptOssModel::ForwardBatch): its tokens at
+// One sequence's part of a batched forward pass (Model::ForwardBatch): its tokens at
 // positions [start, start + tokens.size()) against its own cache, and where its logits go.
 struct ForwardSequence {
   std::span<const int32_t> tokens;
@@ -43,14 +46,15 @@ struct ForwardSequence {
   std::vector<float>* logits = nullptr;  // kLast: [vocab]; kAll: [T, vocab]; kNone: cleared
 };
 
-// kExact: float32 activations through the exact kernels (kernels.h matmul_bf16 / matmul_mxfp4),
-// weights used in place from the mapped checkpoint: the path the golden tests hold to the
-// reference. kFast: the MXFP4 experts are repacked at load into the q8 layout and multiplied
-// against int8 activations (kernels/q8.h), except in the first ModelOptions::exact_layers
-// layers; accuracy cost in docs/ACCURACY.md.
+// kExact: float32 activations through the exact kernels (kernels.h matmul_bf16 / f16 / f32 /
+// mxfp4), weights as stored: the path the golden tests hold to the reference. kFast: MXFP4
+// experts are repacked at load into the q8 layout and multiplied against int8 activations
+// (kernels/q8.h), except in the first ModelOptions::exact_layers layers; accuracy cost in
+// docs/ACCURACY.md.
 enum class Precision { kExact, kFast };
-// Attention projections, router and lm_head: kBf16 as stored, or kInt8 (per-row scales,
-// quantized at load; kFast only). The embedding table stays BF16 (it is read a row at a time).
+// Float matrices (attention, dense MLPs, Qwen experts, routers, lm_head): kBf16 keeps them as
+// stored (bf16, f16 or f32), kInt8 quantizes them at load (per-row scales; kFast only). The
+// embedding table stays as stored (it is read a row at a time).
 enum class DenseWeights { kBf16, kInt8 };
 
 // How the MoE experts are split over tensor-parallel ranks (model/tensor_parallel.h). kTensor:
@@ -79,15 +83,16 @@ struct ModelOptions {
   bool record_router_logits = false;
 };
 
-class GptOssModel {
+class Model {
  public:
-  // Loads `path` (a Hugging Face gpt-oss directory, or a .safetensors file beside config.json).
-  // Checks every tensor against the gpt-oss description and throws tessera::Error naming the
-  // directory and the first problem (missing / misshapen tensor, unsupported architecture).
-  static std::unique_ptr<GptOssModel> Load(const std::string& path, const ModelOptions& options = {});
-  ~GptOssModel();
+  // Loads `path` (a Hugging Face model directory, or a .safetensors file beside config.json).
+  // Checks every tensor against the architecture's description and throws tessera::Error naming
+  // the directory and the first problem (missing / misshapen tensor, unsupported architecture).
+  static std::unique_ptr<Model> Load(const std::string& path, const ModelOptions& options = {});
+  ~Model();
 
   const ModelConfig& config() const { return config_; }
+  const Architecture& architecture() const { return *arch_; }
   const ModelOptions& options() const { return options_; }
   // The configuration KV caches for this model must be built from: config() with this rank's
   // attention and key/value head counts (the same as config() without tensor parallelism).
@@ -100,8 +105,8 @@ class GptOssModel {
   // Logical parameter count (MXFP4 codes count 2 weights per byte).
   uint64_t parameters() const { return parameters_; }
   // Bytes one decode step at `position` must read from memory in this model's weight formats:
-  // every dense matrix (attention, router, lm_head) and the embedding row once, top_k experts'
-  // gate_up and down (codes, scales) per layer, and the keys and values the attention reads
+  // every dense matrix (attention, MLP, router, lm_head) and the embedding row once, on MoE
+  // layers top_k experts' gate_up and down, and the keys and values the attention reads
   // (min(position + 1, window) rows on sliding layers, position + 1 on full ones) at
   // `kv_element_bytes` each. Norms and biases (a few KB per layer) are left out. The decode
   // roofline is measured read bandwidth / this.
@@ -129,32 +134,8 @@ class GptOssModel {
   void ForwardBatch(std::span<const ForwardSequence> batch) const;
 
  private:
-  struct Layer;
-  struct DenseMatrix;
-  GptOssModel() = default;
-  void LoadFastWeights();
-  // Copies the BF16 dense weights still in the mapping into huge-page buffers (DenseMatrix).
-  void OwnBf16Weights();
-  // Frees a dense matrix's BF16 (owned copy or mapped pages) once it is held as int8.
-  void DropBf16(DenseMatrix& m);
-  // y[T, n] = x[T, k] . W^T + bias through W's path (BF16 exact or q8 int8); xq: x quantized
-  // (kernels/q8.h), made here on first use when W needs it and xq is empty.
-  void Dense(const DenseMatrix& w, const float* x, int64_t T, Q8Activations& xq, const float* bias,
-             float* y) const;
-  // Several matrices that read the same x, as one column-parallel dispatch.
-  struct DenseOutput {
-    const DenseMatrix* w;
-    const float* bias;
-    float* y;
-  };
-  void DenseGroup(std::span<const DenseOutput> outs, const float* x, int64_t T, Q8Activations& xq) const;
-  // Projections of h [T, H] to this rank's q [T, nq D], k, v [T, nkv D] (biases included).
-  void ProjectQkv(const Layer& L, const float* h, int64_t T, float* q, float* k, float* v) const;
-  // Attention of the T queries (RoPE applied here, in place, with cos/sin rows rope_cs [T, 2 half])
-  // over the cache and the batch; keys and values of the batch are appended to the cache.
-  // out [T, nq D].
-  void Attention(int layer, float* q, float* k, const float* v, int64_t T, int64_t start, KvCache& cache,
-                 const float* rope_cs, float* out) const;
+  Model() = default;
+  void LoadWeights();  // model_load.cpp
   // Rows [row0, row0 + rows) of a batched pass belong to one sequence at `start` in `cache`.
   struct SequenceRows {
     int64_t row0, rows, start;
@@ -165,7 +146,8 @@ class GptOssModel {
   // collectives). rope_cs: [T, 2 half], each sequence's rows at its own positions.
   void Layers(float* x, int64_t T, std::span<const SequenceRows> sequences, const float* rope_cs,
               bool sequence_parallel) const;
-  void Moe(int layer, const float* h, int64_t T, float* out) const;
+  // out [T, H] = the layer's MLP or MoE of h (this rank's partial sum under tensor parallelism).
+  void FeedForward(int layer, const float* h, int64_t T, float* out) const;
 
   std::string path_;
   ModelOptions options_;
@@ -174,7 +156,7 @@ class GptOssModel {
   // This rank's shard (model/tensor_parallel.h); the whole model when options_.tp is null.
   int tp_rank_ = 0, tp_size_ = 1;
   int64_t nq_ = 0, nkv_ = 0;  // local query / key-value heads
-  int64_t e0_ = 0, ne_ = 0;   // local experts [e0_, e0_ + ne_)
+  int64_t e0_ = 0, ne_ = 0;   // local experts [e0_, e0_ + ne_) on MoE layers
   int64_t nv_ = 0;            // local lm_head rows (vocabulary-parallel) or the whole vocabulary
   // Statistics of the last Forward (Forward is not called concurrently on one model).
   mutable int64_t experts_run_ = 0;
@@ -186,14 +168,12 @@ class GptOssModel {
   uint64_t weight_bytes_ = 0;
   uint64_t parameters_ = 0;
 
-  const uint16_t* embed_ = nullptr;  // [V, H] bf16
-  std::unique_ptr<DenseMatrix> lm_head_;  // [V, H]
-  std::vector<float> final_norm_;      // [H]
-  std::vector<Layer> layers_;
+  const Architecture* arch_ = nullptr;
+  const uint8_t* embed_ = nullptr;  // [V, H] in embed_dtype_, in the mapping
+  DType embed_dtype_ = DType::kBF16;
+  std::unique_ptr<LinearWeights> lm_head_;  // [V or V / P, H]
+  std::vector<float> final_norm_;           // [H]
+  std::vector<DecoderLayer> layers_;
 };
-
-// y = w * x / sqrt(mean(x^2) + eps) for each of the m rows of width n (HF GptOssRMSNorm in
-// float32: the weight multiplies after normalisation).
-void RmsNorm(const float* x, const float* w, int64_t m, int64_t n, double eps, float* y);
 
 }  // namespace tessera

@@ -1,0 +1,102 @@
+// The decoder architectures tessera runs, described once: one row per Hugging Face `model_type`
+// (architecture.cpp, kArchitectures). Everything that differs between the families is a column
+// of that row; the tensor list (tensor_specs.h), the loader and the layers (model.cpp, layers.h),
+// `inspect`, `synth` and the decode byte count read the row and the config, never the type name.
+// Semantics: ../shared/reference/gpt-oss.md §2-3 and dense-decoders.md §1-5.
+//
+// Common skeleton (all rows): embeddings -> per layer [RMSNorm -> attention -> residual ->
+// RMSNorm -> MLP or MoE -> residual] -> RMSNorm -> lm_head (the embedding matrix when
+// tie_word_embeddings). Attention: GQA, split-half RoPE from Rope::FromConfig, causal, sliding
+// layers (config.layer_types, derived per family by io/config.cpp) see their window.
+//
+// Adding an architecture: one row here (plus its config keys in io/config.cpp's field table when
+// it has new ones); docs/ARCHITECTURE.md lists the steps.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "io/config.h"
+
+namespace tessera {
+
+// Which projections carry a bias.
+enum class BiasRule : uint8_t {
+  kNever,
+  kAlways,
+  kAttentionBias,  // config.attention_bias
+  kMlpBias,        // config.mlp_bias
+};
+
+enum class MlpKind : uint8_t {
+  kGated,  // down(act(gate(x)) * up(x)), intermediate_size
+  kMoe,    // a router and num_local_experts gated experts on every layer
+  // Qwen3-MoE: layer i is sparse iff i is not in mlp_only_layers and (i + 1) % decoder_sparse_step
+  // == 0 (moe_intermediate_size experts), otherwise a gated MLP of intermediate_size.
+  kMoeWhereSparse,
+};
+
+enum class RouterKind : uint8_t {
+  // gpt-oss: top-k of the (biased) logits, then softmax over those k (gpt-oss.md §3.5.1).
+  kTopKThenSoftmax,
+  // Qwen3-MoE: softmax over all experts in float32, then top-k, renormalised over the k when
+  // norm_topk_prob (dense-decoders.md §2.5).
+  kSoftmaxThenTopK,
+};
+
+enum class Activation : uint8_t {
+  kSilu,       // silu(gate) * up
+  kSwigluOai,  // gpt-oss: gate clamped above at swiglu_limit, up to [-limit, limit],
+               // gate * sigmoid(1.702 gate) * (up + 1) (gpt-oss.md §3.5.2)
+};
+
+// How a checkpoint stores the experts of one layer.
+enum class ExpertLayout : uint8_t {
+  // gpt-oss: mlp.experts.gate_up_proj_{blocks,scales,bias} [E, 2I, ...] with rows alternating
+  // gate, up, and mlp.experts.down_proj_*; MXFP4 blocks and scales.
+  kFusedInterleaved,
+  // Qwen3-MoE: mlp.experts.{e}.{gate,up,down}_proj.weight [out, in], one tensor per expert.
+  kPerExpert,
+};
+
+struct Architecture {
+  std::string_view model_type;  // config.json "model_type"
+  std::string_view hf_class;    // config.json "architectures"[0] as Hugging Face writes it
+  BiasRule qkv_bias;
+  BiasRule o_bias;
+  BiasRule mlp_bias;            // gated MLP projections (not experts)
+  bool qk_norm;                 // per-head RMSNorm of q and k before RoPE, weight [head_dim]
+  bool sinks;                   // one learned softmax logit per query head (self_attn.sinks)
+  MlpKind mlp;
+  // MoE layers only:
+  RouterKind router;
+  std::string_view router_name;  // "mlp.router" (gpt-oss) or "mlp.gate" (Qwen3-MoE)
+  bool router_bias;
+  Activation expert_activation;
+  ExpertLayout experts;
+  bool expert_bias;
+  // Tensors of a layer listed in the real checkpoint's index order (gpt-oss: attn norm, o, q, k,
+  // v, sinks, router, experts, mlp norm) rather than the module order HF's save_pretrained uses.
+  bool checkpoint_layer_order;
+};
+
+// Every supported row, in SupportedModelTypes() order.
+std::span<const Architecture> Architectures();
+// The row of config.model_type; an unknown type is one line naming `source` and listing the
+// supported ones.
+const Architecture& ArchitectureOf(const ModelConfig& config, const std::string& source = "config.json");
+
+bool HasBias(BiasRule rule, const ModelConfig& config);
+
+// What one decoder layer is, resolved from the row and the config.
+struct LayerPlan {
+  bool sliding = false;
+  bool moe = false;
+  bool qkv_bias = false, o_bias = false, mlp_bias = false;
+  int64_t intermediate = 0;  // per expert on MoE layers, else the gated MLP's
+};
+LayerPlan PlanLayer(const Architecture& arch, const ModelConfig& config, int64_t layer);
+
+}  // namespace tessera

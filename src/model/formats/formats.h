@@ -1,0 +1,26 @@
+// The linear-weight formats' factories (one file each in this folder), for linear.cpp's format
+// table only; everything else goes through model/linear.h.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/linear.h"
+
+namespace tessera {
+
+// bf16 / f16 / f32 matrices as stored (float.cpp).
+std::unique_ptr<LinearWeights> MakeFloatLinear(const LinearSource& source, LinearFormat format, bool borrow);
+// Per-row int8 in the q8 layout, quantized from any float source (int8.cpp).
+std::unique_ptr<LinearWeights> MakeInt8Linear(const LinearSource& source, const std::string& where);
+// MXFP4 in the checkpoint layout (exact) or repacked for q8 (mxfp4.cpp).
+std::unique_ptr<LinearWeights> MakeMxfp4Linear(const LinearSource& source, bool q8, const std::string& where,
+                                               bool borrow);
+
+// Copies the stored rows of every matrix of `source`, in order, to dst (count x rows x row bytes
+// of `row_bytes`, from row_data when `scales` is false, else row_scales); on GlobalPool().
+void GatherRows(const LinearSource& source, bool scales, size_t row_bytes, uint8_t* dst);
+// Releases the mapped ranges of a source whose rows were copied (unless it is shared).
+void ReleaseSource(const LinearSource& source);
+
+}  // namespace tessera

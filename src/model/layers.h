@@ -1,0 +1,95 @@
+// The decoder's layers, shared by every architecture (architecture.h says which parts a family
+// has): RMSNorm, attention (GQA, optional biases, q/k norm and sinks, sliding window, RoPE), the
+// gated MLP and the mixture of experts with both router kinds. Implementations in
+// src/model/layers/; every matmul goes through linear.h. Each function computes every row the
+// same way whatever the number of rows in the call (batch invariance).
+//
+// Shapes for T rows: H = hidden_size, D = head_dim, nq / nkv = this rank's query / key-value heads,
+// I = this rank's intermediate units (per expert on MoE layers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "model/architecture.h"
+#include "model/kv_cache.h"
+#include "model/linear.h"
+#include "model/rope.h"
+
+namespace tessera {
+
+// y = w * x / sqrt(mean(x^2) + eps) for each of the m rows of width n (HF's RMSNorm in float32:
+// the normalisation in float32, then the weight; in float32 the order of the two is immaterial).
+void RmsNorm(const float* x, const float* w, int64_t m, int64_t n, double eps, float* y);
+
+struct AttentionWeights {
+  bool sliding = false;
+  std::unique_ptr<LinearWeights> q, k, v;  // [nq D, H], [nkv D, H] x2 (this rank's rows)
+  std::unique_ptr<LinearWeights> o;        // [H, nq D] (this rank's columns)
+  std::vector<float> bq, bk, bv, bo;       // empty when the projection has no bias
+  std::vector<float> q_norm, k_norm;       // [D] per-head RMSNorm weights (Qwen3); empty otherwise
+  // [nq] sink logits; -inf for architectures without sinks, which leaves the softmax unchanged.
+  std::vector<float> sinks;
+};
+
+struct AttentionShape {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;  // this rank's
+  std::optional<int64_t> window;                  // sliding layers' window
+  double eps = 1e-6;                              // q/k norm epsilon
+};
+
+// q [T, nq D], k, v [T, nkv D] = h [T, H] projected (biases included), in one dispatch.
+void ProjectQkv(const AttentionWeights& w, const float* h, int64_t T, float* q, float* k, float* v);
+// Attention of the T queries at positions [start, start + T) over the cache and the batch: q/k
+// norm then RoPE (cos/sin rows rope_cs [T, 2 half]) applied in place, keys and values of the batch
+// appended to `cache` at `layer`. out [T, nq D].
+void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& rope, int layer, float* q, float* k,
+            const float* v, int64_t T, int64_t start, KvCache& cache, const float* rope_cs, float* out);
+
+// `count` gated MLPs (1 for a dense layer, a layer's experts for MoE): gate_up rows alternate
+// gate, up (row 2i = gate_i, 2i + 1 = up_i), so one matrix read gives both.
+struct GatedMlpWeights {
+  std::unique_ptr<LinearWeights> gate_up;  // count x [2I, H]
+  std::unique_ptr<LinearWeights> down;     // count x [H, I]
+  std::vector<float> gate_up_bias;         // [count, 2I] or empty
+  std::vector<float> down_bias;            // [count, H] or empty (rank 0's only under TP)
+  Activation activation = Activation::kSilu;
+  float limit = 0.0f;                      // swigluoai clamp
+  int64_t intermediate() const { return down ? down->cols() : 0; }
+};
+
+// act [m, I] from gate_up outputs gu [m, 2I] (rows alternate gate, up).
+void GatedActivation(const GatedMlpWeights& w, const float* gu, int64_t m, float* act);
+// out [T, H] = down(act(gate_up(h))) of MLP 0: a dense layer.
+void GatedMlp(const GatedMlpWeights& w, const float* h, int64_t T, float* out);
+
+struct MoeWeights {
+  RouterKind router_kind = RouterKind::kTopKThenSoftmax;
+  bool norm_topk_prob = false;  // kSoftmaxThenTopK: renormalise the k weights
+  int64_t experts = 0, top_k = 0;  // all experts of the model
+  std::unique_ptr<LinearWeights> router;  // [E, H]
+  std::vector<float> router_bias;         // [E] or empty
+  int64_t first_expert = 0;               // this rank holds experts [first_expert, first_expert + mlp.count)
+  GatedMlpWeights mlp;                    // this rank's experts
+};
+
+struct MoeStats {
+  int64_t experts_run = 0;            // distinct local experts that got rows
+  std::vector<float>* router_logits;  // [T, E] written when non-null
+};
+
+// out [T, H] = the routed combination of this rank's experts (a partial sum under tensor
+// parallelism: other ranks' slots contribute 0 here).
+void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, MoeStats& stats);
+
+struct DecoderLayer {
+  std::vector<float> input_norm, post_norm;  // [H]
+  AttentionWeights attention;
+  bool moe = false;
+  GatedMlpWeights mlp;  // dense layers
+  MoeWeights experts;   // MoE layers
+};
+
+}  // namespace tessera

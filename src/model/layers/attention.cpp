@@ -1,0 +1,125 @@
+// RMSNorm and attention (layers.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/kernels.h"
+#include "model/layers.h"
+
+namespace tessera {
+namespace {
+
+inline void StoreKv(uint16_t* p, int64_t i, float v) { p[i] = F32ToBf16(v); }
+inline void StoreKv(float* p, int64_t i, float v) { p[i] = v; }
+
+}  // namespace
+
+void RmsNorm(const float* x, const float* w, int64_t m, int64_t n, double eps, float* y) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * n;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i]) * xr[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(sum / n + eps));
+    float* yr = y + r * n;
+    for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (xr[i] * inv);
+  }
+}
+
+void ProjectQkv(const AttentionWeights& w, const float* h, int64_t T, float* q, float* k, float* v) {
+  // q, k and v in one dispatch: the small k/v matrices alone would not keep both threads busy.
+  Q8Activations hq;  // h quantized once for the three projections (q8 formats only)
+  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+  const LinearOutput qkv[] = {{w.q.get(), 0, bias(w.bq), q}, {w.k.get(), 0, bias(w.bk), k}, {w.v.get(), 0, bias(w.bv), v}};
+  MultiplyGroup(qkv, h, static_cast<size_t>(T), hq);
+}
+
+void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& rope, int layer, float* q, float* k,
+            const float* v, int64_t T, int64_t start, KvCache& cache, const float* rope_cs, float* out) {
+  // This rank's heads (all of them without tensor parallelism); local query head i reads local
+  // key/value head i / group in both sharding cases (model/tensor_parallel.h).
+  const int64_t D = shape.head_dim, Nq = shape.heads, Nkv = shape.kv_heads;
+  const int64_t group = Nq / Nkv;
+  if (!w.q_norm.empty()) {
+    // Qwen3: RMSNorm over each head's D values, after the projection and before RoPE (in place:
+    // RmsNorm reads a row whole before writing it).
+    RmsNorm(q, w.q_norm.data(), T * Nq, D, shape.eps, q);
+    RmsNorm(k, w.k_norm.data(), T * Nkv, D, shape.eps, k);
+  }
+  const int64_t cs_stride = 2 * rope.half();
+  rope.Apply(q, T, Nq, Nq * D, D, rope_cs, cs_stride);
+  rope.Apply(k, T, Nkv, Nkv * D, D, rope_cs, cs_stride);
+
+  auto run = [&](auto elem_tag) {
+    using Elem = decltype(elem_tag);
+    const int64_t row = Nkv * D;
+    // The batch's keys and values in the cache's element type, so a position reads the same
+    // values whether it came from this call or from the cache (batch-size invariance).
+    std::vector<Elem> kb(T * row), vb(T * row);
+    for (int64_t i = 0; i < T * row; ++i) {
+      StoreKv(kb.data(), i, k[i]);
+      StoreKv(vb.data(), i, v[i]);
+    }
+    auto key_row = [&](int64_t pos) -> const Elem* {
+      return pos >= start ? &kb[(pos - start) * row] : reinterpret_cast<const Elem*>(cache.KeyRow(layer, pos));
+    };
+    auto value_row = [&](int64_t pos) -> const Elem* {
+      return pos >= start ? &vb[(pos - start) * row] : reinterpret_cast<const Elem*>(cache.ValueRow(layer, pos));
+    };
+    const int64_t window = w.sliding ? shape.window.value_or(start + T) : start + T;
+    const float scale = rope.attention_scale();
+    // Row pointers of every position some query of this batch sees, [lo, start + T).
+    const int64_t lo = std::max<int64_t>(0, start - window + 1);
+    std::vector<const Elem*> krows(start + T - lo), vrows(start + T - lo);
+    for (int64_t pos = lo; pos < start + T; ++pos) {
+      krows[pos - lo] = key_row(pos);
+      vrows[pos - lo] = value_row(pos);
+    }
+    const KernelTable& kt = ActiveKernels();
+    ThreadPool& pool = GlobalPool();
+    // One task per (token, key/value head, slice of its query heads): the heads of a GQA group
+    // share the rows' loads in the kernel (attend_group_*, each head's bits as if alone), and the
+    // group is sliced only when there would otherwise be fewer than 4 tasks per thread (decode).
+    int64_t slice = group;
+    while (slice % 2 == 0 && T * Nkv * (group / slice) < 4 * static_cast<int64_t>(pool.num_threads())) slice /= 2;
+    const int64_t slices = group / slice;
+    std::vector<std::vector<float>> scratch(pool.num_threads());
+    pool.Run(static_cast<size_t>(T * Nkv * slices), [&](size_t task, int thread) {
+      const int64_t t = static_cast<int64_t>(task) / (Nkv * slices);
+      const int64_t kvh = static_cast<int64_t>(task) / slices % Nkv;
+      const int64_t hd = kvh * group + static_cast<int64_t>(task) % slices * slice;  // first query head
+      const int64_t pos = start + t;
+      // Sliding layers see the `window` positions ending at the query itself (HF:
+      // kv_idx > q_idx - sliding_window); full layers see every earlier position.
+      const int64_t first = std::max<int64_t>(0, pos - window + 1);
+      const int64_t n = pos - first + 1;
+      std::vector<float>& scores = scratch[thread];
+      scores.resize(slice * n);
+      const float* qv = &q[(t * Nq + hd) * D];
+      float* o = out + (t * Nq + hd) * D;
+      if constexpr (std::is_same_v<Elem, uint16_t>) {
+        kt.attend_group_bf16(qv, D, slice, D, &krows[first - lo], &vrows[first - lo], kvh * D, n, scale, &w.sinks[hd],
+                             scores.data(), o, D);
+      } else {
+        kt.attend_group_f32(qv, D, slice, D, &krows[first - lo], &vrows[first - lo], kvh * D, n, scale, &w.sinks[hd],
+                            scores.data(), o, D);
+      }
+    });
+    // Keep what the next calls need: every position for full layers, the newest `capacity`
+    // for a sliding ring (older ones would be overwritten by later ones in this batch anyway).
+    const int64_t first_kept = std::max<int64_t>(start, start + T - cache.capacity(layer));
+    for (int64_t pos = first_kept; pos < start + T; ++pos) {
+      std::memcpy(cache.KeyRow(layer, pos), &kb[(pos - start) * row], row * sizeof(Elem));
+      std::memcpy(cache.ValueRow(layer, pos), &vb[(pos - start) * row], row * sizeof(Elem));
+    }
+  };
+  if (cache.type() == KvType::kBF16) {
+    run(uint16_t{});
+  } else {
+    run(float{});
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,212 @@
+// The gated MLP and the mixture of experts (layers.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "core/thread_pool.h"
+#include "kernels/moe_ops.h"
+#include "model/layers.h"
+
+namespace tessera {
+
+void GatedActivation(const GatedMlpWeights& w, const float* gu, int64_t m, float* act) {
+  const int64_t I = w.intermediate();
+  if (w.activation == Activation::kSwigluOai) {
+    // swigluoai: gate clamped above only, up clamped to [-limit, limit], (up + 1) (gpt-oss.md §3.5.2).
+    const float limit = w.limit;
+    constexpr float kAlpha = 1.702f;
+    GlobalPool().ParallelFor(static_cast<size_t>(m), 4, [&](size_t begin, size_t end) {
+      for (size_t i = begin * I; i < end * I; ++i) {
+        const float g = std::min(gu[2 * i], limit);
+        const float u = std::clamp(gu[2 * i + 1], -limit, limit);
+        const float glu = g * (1.0f / (1.0f + std::exp(-g * kAlpha)));
+        act[i] = (u + 1.0f) * glu;
+      }
+    });
+  } else {
+    // silu(gate) * up (dense-decoders.md §1: hidden_act "silu").
+    GlobalPool().ParallelFor(static_cast<size_t>(m), 4, [&](size_t begin, size_t end) {
+      for (size_t i = begin * I; i < end * I; ++i) {
+        const float g = gu[2 * i];
+        act[i] = g / (1.0f + std::exp(-g)) * gu[2 * i + 1];
+      }
+    });
+  }
+}
+
+void GatedMlp(const GatedMlpWeights& w, const float* h, int64_t T, float* out) {
+  const int64_t I = w.intermediate(), H = w.down->rows();
+  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+  if (I == 0) {
+    // An empty tensor-parallel slice: the down bias (rank 0's) or nothing.
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < H; ++i) out[t * H + i] = w.down_bias.empty() ? 0.0f : w.down_bias[i];
+    }
+    return;
+  }
+  std::vector<float> gu(T * 2 * I), act(T * I);
+  Q8Activations hq, actq;
+  Multiply(*w.gate_up, h, static_cast<size_t>(T), hq, bias(w.gate_up_bias), gu.data());
+  GatedActivation(w, gu.data(), T, act.data());
+  Multiply(*w.down, act.data(), static_cast<size_t>(T), actq, bias(w.down_bias), out);
+}
+
+namespace {
+
+// Chosen experts and their weights for each token's K slots, by the row's router kind.
+void Route(const MoeWeights& w, const float* logits, int64_t T, int32_t* chosen, float* weight) {
+  const int64_t E = w.experts, K = w.top_k;
+  std::vector<int32_t> order(E);
+  std::vector<float> probs(E);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* r = logits + t * E;
+    const float* score = r;
+    if (w.router_kind == RouterKind::kSoftmaxThenTopK) {
+      // Qwen3-MoE: softmax over all E in float32, then top-k of the probabilities.
+      const float mx = *std::max_element(r, r + E);
+      float sum = 0.0f;
+      for (int64_t e = 0; e < E; ++e) sum += probs[e] = std::exp(r[e] - mx);
+      for (int64_t e = 0; e < E; ++e) probs[e] /= sum;
+      score = probs.data();
+    }
+    // Descending, lower id first on ties (torch.topk on CPU).
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
+      return score[a] > score[b] || (score[a] == score[b] && a < b);
+    });
+    float sum = 0.0f;
+    for (int64_t j = 0; j < K; ++j) {
+      chosen[t * K + j] = order[j];
+      if (w.router_kind == RouterKind::kTopKThenSoftmax) {
+        // gpt-oss: softmax over the k chosen logits (gpt-oss.md §3.5.1).
+        weight[t * K + j] = std::exp(score[order[j]] - score[order[0]]);
+      } else {
+        weight[t * K + j] = score[order[j]];
+      }
+      sum += weight[t * K + j];
+    }
+    if (w.router_kind == RouterKind::kTopKThenSoftmax || w.norm_topk_prob) {
+      for (int64_t j = 0; j < K; ++j) weight[t * K + j] /= sum;
+    }
+  }
+}
+
+}  // namespace
+
+void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, MoeStats& stats) {
+  const GatedMlpWeights& mlp = w.mlp;
+  const int64_t E = w.experts, K = w.top_k, I = mlp.intermediate();
+  const int64_t S = T * K;  // (token, slot) pairs
+  Q8Activations hq;  // h quantized once for the router and the experts (q8 formats)
+  std::vector<float> router(T * E);
+  Multiply(*w.router, h, static_cast<size_t>(T), hq, w.router_bias.empty() ? nullptr : w.router_bias.data(),
+           router.data());
+  if (stats.router_logits) stats.router_logits->assign(router.begin(), router.end());
+  std::vector<int32_t> chosen(S);
+  std::vector<float> weight(S);
+  Route(w, router.data(), T, chosen.data(), weight.data());
+
+  // Sort the slots by expert (counting sort, slot order kept within an expert): expert e owns
+  // rows [offsets[e], offsets[e + 1]) of the sorted buffers, so each expert's weights are
+  // streamed once for all its tokens, and all experts run as one ragged grouped matmul.
+  // With tensor parallelism only this rank's experts [first, first + NE) run: the other slots get
+  // no row (row_of_slot -1) and weight 0 in the combine, which makes them contribute exactly 0,
+  // and the ranks' partial sums are added by the caller.
+  const int64_t NE = mlp.gate_up->count(), first = w.first_expert;
+  std::vector<int64_t> offsets(NE + 1, 0);
+  auto local = [&](int64_t s) { return chosen[s] - first; };  // local expert id, in range or not
+  for (int64_t s = 0; s < S; ++s) {
+    if (local(s) >= 0 && local(s) < NE) ++offsets[local(s) + 1];
+  }
+  for (int64_t e = 0; e < NE; ++e) offsets[e + 1] += offsets[e];
+  const int64_t rows = offsets[NE];
+  for (int64_t e = 0; e < NE; ++e) stats.experts_run += offsets[e + 1] > offsets[e];
+  std::vector<int32_t> row_of_slot(S, -1);  // sorted row of each slot: the combine's gather index
+  {
+    std::vector<int64_t> next(offsets.begin(), offsets.end() - 1);
+    for (int64_t s = 0; s < S; ++s) {
+      if (local(s) >= 0 && local(s) < NE) row_of_slot[s] = static_cast<int32_t>(next[local(s)]++);
+    }
+  }
+  if (rows == 0) {
+    std::fill(out, out + T * H, 0.0f);
+    return;
+  }
+
+  // Expert inputs in sorted order: f32 rows, and q8 rows when the format reads them (h
+  // quantized once, rows copied).
+  std::vector<float> xs(rows * H);
+  for (int64_t s = 0; s < S; ++s) {
+    if (row_of_slot[s] >= 0) std::memcpy(&xs[row_of_slot[s] * H], h + (s / K) * H, H * sizeof(float));
+  }
+  Q8Activations xq;
+  if (mlp.gate_up->needs_q8()) {
+    if (hq.k == 0) QuantizeQ8(h, T, H, H, hq);
+    const size_t nb = H / kQ8Block;
+    xq.m = rows;
+    xq.k = H;
+    xq.q.resize(rows * H);
+    xq.d.resize(rows * nb);
+    xq.sum.resize(rows * nb);
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t t = s / K, r = row_of_slot[s];
+      if (r < 0) continue;
+      std::memcpy(&xq.q[r * H], &hq.q[t * H], H);
+      std::memcpy(&xq.d[r * nb], &hq.d[t * nb], nb * sizeof(float));
+      std::memcpy(&xq.sum[r * nb], &hq.sum[t * nb], nb * sizeof(int32_t));
+    }
+  }
+
+  // One grouped matmul: y[rows of e, n] = x[rows of e, k] . W_e^T + bias_e for every expert.
+  auto grouped = [&](const LinearWeights& weights, const std::vector<float>& bias, const float* x,
+                     const Q8Activations& q, float* y) {
+    const int64_t n = weights.rows(), k = weights.cols();
+    const std::vector<ExpertChunk> chunks = ExpertChunks(offsets, static_cast<size_t>(n));
+    GlobalPool().Run(chunks.size(), [&](size_t i, int) {
+      const ExpertChunk& ch = chunks[i];
+      const int64_t row = offsets[ch.expert], m = offsets[ch.expert + 1] - row;
+      Q8Rows xr{};
+      if (weights.needs_q8()) {
+        const size_t nb = k / kQ8Block;
+        xr = Q8Rows{&q.q[row * k], &q.d[row * nb], &q.sum[row * nb]};
+      }
+      const float* b = bias.empty() ? nullptr : &bias[ch.expert * n];
+      weights.Multiply(ch.expert, x + row * k, &xr, m, ch.begin, ch.end, b, y + row * n, n);
+    });
+  };
+
+  std::vector<float> ys(rows * H);
+  if (I == 0) {
+    // An empty intermediate slice (tensor-parallel experts, fewer blocks than ranks): each row is
+    // its expert's down bias (zero except on rank 0).
+    for (int64_t e = 0; e < NE; ++e) {
+      for (int64_t row = offsets[e]; row < offsets[e + 1]; ++row) {
+        for (int64_t i = 0; i < H; ++i) ys[row * H + i] = mlp.down_bias.empty() ? 0.0f : mlp.down_bias[e * H + i];
+      }
+    }
+  } else {
+    std::vector<float> gu(rows * 2 * I);
+    grouped(*mlp.gate_up, mlp.gate_up_bias, xs.data(), xq, gu.data());
+    std::vector<float> act(rows * I);
+    GatedActivation(mlp, gu.data(), rows, act.data());
+    Q8Activations actq;
+    if (mlp.down->needs_q8()) QuantizeQ8(act.data(), rows, I, I, actq);
+    grouped(*mlp.down, mlp.down_bias, act.data(), actq, ys.data());
+  }
+
+  // Combine: out[t] = sum_j weight[t, j] * ys[row_of_slot[t K + j]], summed in slot order
+  // j = 0..K-1 (kernels.h gather_reduce: the same bits for every T and thread split, which batch
+  // invariance needs). Another rank's slots: weight 0 on row 0, skipped by the kernel.
+  if (rows < S) {
+    for (int64_t s = 0; s < S; ++s) {
+      if (row_of_slot[s] < 0) {
+        row_of_slot[s] = 0;
+        weight[s] = 0.0f;
+      }
+    }
+  }
+  GatherReduce(ys.data(), rows, H, row_of_slot.data(), weight.data(), T, K, H, out, H);
+}
+
+}  // namespace tessera

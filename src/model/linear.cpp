@@ -1,0 +1,180 @@
+#include "model/linear.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/thread_pool.h"
+#include "kernels/mxfp4.h"
+#include "kernels/parallel_matmul.h"
+#include "model/formats/formats.h"
+
+namespace tessera {
+namespace {
+
+// The format table: name and factory of every format (a new format is one row and its file).
+struct FormatRow {
+  LinearFormat format;
+  std::string_view name;
+  std::unique_ptr<LinearWeights> (*make)(const LinearSource&, LinearFormat, const std::string& where, bool borrow);
+};
+
+constexpr std::array kFormats = {
+    FormatRow{LinearFormat::kBf16, "bf16",
+              [](const LinearSource& s, LinearFormat f, const std::string&, bool b) { return MakeFloatLinear(s, f, b); }},
+    FormatRow{LinearFormat::kF16, "f16",
+              [](const LinearSource& s, LinearFormat f, const std::string&, bool b) { return MakeFloatLinear(s, f, b); }},
+    FormatRow{LinearFormat::kF32, "f32",
+              [](const LinearSource& s, LinearFormat f, const std::string&, bool b) { return MakeFloatLinear(s, f, b); }},
+    FormatRow{LinearFormat::kInt8, "int8",
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeInt8Linear(s, w); }},
+    FormatRow{LinearFormat::kMxfp4, "mxfp4",
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool b) {
+                return MakeMxfp4Linear(s, false, w, b);
+              }},
+    FormatRow{LinearFormat::kMxfp4Q8, "mxfp4-q8",
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) {
+                return MakeMxfp4Linear(s, true, w, false);
+              }},
+};
+
+const FormatRow& RowOf(LinearFormat format) {
+  for (const FormatRow& row : kFormats) {
+    if (row.format == format) return row;
+  }
+  TESSERA_CHECK(false);
+  return kFormats.front();
+}
+
+// Row pointers of matrices [count, rows, cols] at `data` (row_bytes per stored row, `unit`
+// bytes per stored column), sliced to rows [row0, row0 + nrows) and columns from col0.
+std::vector<const uint8_t*> RowPointers(const uint8_t* data, int64_t count, int64_t rows, size_t row_bytes,
+                                        int64_t row0, int64_t nrows, size_t col_offset_bytes) {
+  std::vector<const uint8_t*> out;
+  out.reserve(static_cast<size_t>(count * nrows));
+  for (int64_t e = 0; e < count; ++e) {
+    for (int64_t r = 0; r < nrows; ++r) out.push_back(data + ((e * rows + row0 + r) * row_bytes) + col_offset_bytes);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view LinearFormatName(LinearFormat format) { return RowOf(format).name; }
+
+LinearSource LinearSource::Tensor(std::string name, DType dtype, const uint8_t* data, int64_t count, int64_t rows,
+                                  int64_t cols, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols) {
+  LinearSource s;
+  s.name = std::move(name);
+  s.dtype = dtype;
+  s.count = count;
+  s.rows = nrows < 0 ? rows : nrows;
+  s.cols = ncols < 0 ? cols : ncols;
+  const size_t elem = DTypeSize(dtype);
+  s.row_data = RowPointers(data, count, rows, cols * elem, row0, s.rows, col0 * elem);
+  s.mapped.push_back({data, static_cast<size_t>(count * rows * cols) * elem});
+  return s;
+}
+
+LinearSource LinearSource::Mxfp4Tensor(std::string name, const uint8_t* codes, const uint8_t* scales, int64_t count,
+                                       int64_t rows, int64_t cols, int64_t row0, int64_t nrows, int64_t col0,
+                                       int64_t ncols) {
+  TESSERA_CHECK(cols % kMxfp4BlockSize == 0 && col0 % kMxfp4BlockSize == 0);
+  LinearSource s;
+  s.name = std::move(name);
+  s.dtype = DType::kU8;
+  s.mxfp4 = true;
+  s.count = count;
+  s.rows = nrows < 0 ? rows : nrows;
+  s.cols = ncols < 0 ? cols : ncols;
+  TESSERA_CHECK(s.cols % kMxfp4BlockSize == 0);
+  s.row_data = RowPointers(codes, count, rows, cols / 2, row0, s.rows, col0 / 2);
+  s.row_scales = RowPointers(scales, count, rows, cols / kMxfp4BlockSize, row0, s.rows, col0 / kMxfp4BlockSize);
+  s.mapped.push_back({codes, static_cast<size_t>(count * rows * cols / 2)});
+  s.mapped.push_back({scales, static_cast<size_t>(count * rows * cols / kMxfp4BlockSize)});
+  return s;
+}
+
+size_t LinearSource::RowBytes() const {
+  return mxfp4 ? static_cast<size_t>(cols / 2) : static_cast<size_t>(cols) * DTypeSize(dtype);
+}
+
+bool LinearSource::Contiguous() const {
+  const size_t row = RowBytes(), scale_row = static_cast<size_t>(cols / kMxfp4BlockSize);
+  for (size_t i = 1; i < row_data.size(); ++i) {
+    if (row_data[i] != row_data[i - 1] + row) return false;
+    if (mxfp4 && row_scales[i] != row_scales[i - 1] + scale_row) return false;
+  }
+  return true;
+}
+
+LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& policy) {
+  if (source.mxfp4) return policy.fast ? LinearFormat::kMxfp4Q8 : LinearFormat::kMxfp4;
+  // int8 rows need whole 32-value activation blocks; other matrices stay as stored.
+  if (policy.fast && policy.dense_int8 && source.cols % static_cast<int64_t>(kQ8Block) == 0) return LinearFormat::kInt8;
+  switch (source.dtype) {
+    case DType::kF16: return LinearFormat::kF16;
+    case DType::kF32: return LinearFormat::kF32;
+    default: return LinearFormat::kBf16;
+  }
+}
+
+std::unique_ptr<LinearWeights> LoadLinear(const LinearSource& source, LinearFormat format, const std::string& where,
+                                          bool borrow) {
+  TESSERA_CHECK(source.row_data.size() == static_cast<size_t>(source.count * source.rows));
+  return RowOf(format).make(source, format, where, borrow);
+}
+
+void GatherRows(const LinearSource& source, bool scales, size_t row_bytes, uint8_t* dst) {
+  const std::vector<const uint8_t*>& rows = scales ? source.row_scales : source.row_data;
+  GlobalPool().ParallelFor(rows.size(), 256, [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) std::memcpy(dst + r * row_bytes, rows[r], row_bytes);
+  });
+}
+
+void ReleaseSource(const LinearSource& source) {
+  if (source.shared) return;
+  for (const auto& [data, bytes] : source.mapped) ReleaseMappedRange(data, bytes);
+}
+
+void MultiplyGroup(std::span<const LinearOutput> outputs, const float* x, size_t m, Q8Activations& xq) {
+  if (outputs.empty() || m == 0) return;
+  // Column offsets of each matrix in the concatenation; a format with a column grain (q8 groups)
+  // needs its range to start on one, else the matrices run one by one.
+  std::vector<size_t> offset(outputs.size() + 1, 0);
+  bool aligned = true, q8 = false;
+  const size_t k = static_cast<size_t>(outputs[0].weights->cols());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const LinearWeights& w = *outputs[i].weights;
+    TESSERA_CHECK(static_cast<size_t>(w.cols()) == k);
+    offset[i + 1] = offset[i] + static_cast<size_t>(w.rows());
+    aligned = aligned && offset[i] % w.column_grain() == 0;
+    q8 = q8 || w.needs_q8();
+  }
+  if (!aligned && outputs.size() > 1) {
+    for (const LinearOutput& o : outputs) MultiplyGroup(std::span<const LinearOutput>(&o, 1), x, m, xq);
+    return;
+  }
+  if (q8 && xq.k == 0) QuantizeQ8(x, m, k, k, xq);  // once for every matrix that reads x
+  TESSERA_CHECK(!q8 || (xq.m == m && xq.k == k));
+  const Q8Rows rows = q8 ? xq.rows() : Q8Rows{};
+  ParallelColumns(offset.back(), [&](size_t begin, size_t end) {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const size_t b = std::max(begin, offset[i]), e = std::min(end, offset[i + 1]);
+      if (b >= e) continue;
+      const LinearOutput& o = outputs[i];
+      o.weights->Multiply(o.matrix, x, &rows, m, b - offset[i], e - offset[i], o.bias, o.y,
+                          o.ldy != 0 ? o.ldy : static_cast<size_t>(o.weights->rows()));
+    }
+  });
+}
+
+void Multiply(const LinearWeights& w, const float* x, size_t m, Q8Activations& xq, const float* bias, float* y,
+              int64_t matrix, size_t ldy) {
+  const LinearOutput out{&w, matrix, bias, y, ldy};
+  MultiplyGroup(std::span<const LinearOutput>(&out, 1), x, m, xq);
+}
+
+}  // namespace tessera

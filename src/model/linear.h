@@ -1,0 +1,129 @@
+// The one linear-weight path: every matmul of every layer (attention, MLP, experts, router,
+// lm_head) multiplies through a LinearWeights, which owns a stack of `count` matrices
+// W_e [rows, cols] (y = x W_e^T + bias; count 1 for a plain projection, E for a layer's experts)
+// in one format. The formats, one file each under src/model/formats/:
+//   bf16, f16, f32   as stored (float32 activations, the exact kernels), copied once into
+//                    huge-page buffers (or borrowed from the mapping: a tied lm_head)
+//   int8             per-row int8 in the q8 layout (kernels/q8.h), quantized at load (fast path)
+//   mxfp4            the checkpoint's E2M1 blocks + E8M0 scales, in place (exact path)
+//   mxfp4-q8         the same weights repacked into the q8 layout (fast path, int8 activations)
+// ChooseLinearFormat is the one place that picks a format for a matrix, from its stored dtype and
+// the precision options; LoadLinear builds it from a LinearSource (the stored rows, already
+// sliced for tensor parallelism), releasing the mapped pages it copied, so one copy of every
+// weight stays resident. Adding a format (AWQ int4, N:M sparse) is one new file with its factory
+// plus one row in linear.cpp's format table; the layers only see this interface.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/q8.h"
+
+namespace tessera {
+
+enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8 };
+std::string_view LinearFormatName(LinearFormat format);
+
+class LinearWeights {
+ public:
+  virtual ~LinearWeights() = default;
+  LinearFormat format() const { return format_; }
+  int64_t count() const { return count_; }
+  int64_t rows() const { return rows_; }  // n: outputs per matrix
+  int64_t cols() const { return cols_; }  // k: inputs
+  // Whether Multiply reads the q8 form of the input (QuantizeQ8 of x) rather than x itself.
+  virtual bool needs_q8() const { return false; }
+  // Column ranges passed to Multiply must start at multiples of this (q8 groups of 16 columns).
+  virtual size_t column_grain() const { return 1; }
+  // y[i, j] (i < m, j in [col_begin, col_end), row stride ldy) = x_i . W_matrix[j] + bias[j]
+  // (bias [rows] or null). x: m rows of cols() floats (row stride cols()); xq: the same rows
+  // quantized, read only when needs_q8() (then non-null). Row results do not depend on m or on
+  // the column split (batch invariance).
+  virtual void Multiply(int64_t matrix, const float* x, const Q8Rows* xq, size_t m, size_t col_begin, size_t col_end,
+                        const float* bias, float* y, size_t ldy) const = 0;
+  // Bytes one multiply of one matrix reads: its resident size (decode is bound by them).
+  virtual double BytesPerMatrix() const = 0;
+
+ protected:
+  LinearWeights(LinearFormat format, int64_t count, int64_t rows, int64_t cols)
+      : format_(format), count_(count), rows_(rows), cols_(cols) {}
+
+ private:
+  LinearFormat format_;
+  int64_t count_, rows_, cols_;
+};
+
+// Stored matrices to build a LinearWeights from: `count` matrices of `rows` x `cols`, matrix e's
+// row r starting at row_data[e * rows + r] (any order of the stored rows: a tensor-parallel
+// slice, gate and up rows interleaved from two tensors). Float dtypes: `cols` elements of `dtype`
+// per row. MXFP4 (dtype U8): cols / 2 code bytes per row at row_data, cols / 32 scale bytes at
+// row_scales; cols is then a multiple of 32.
+struct LinearSource {
+  std::string name;  // the tensor (or tensors) in errors
+  DType dtype = DType::kBF16;
+  bool mxfp4 = false;
+  int64_t count = 1, rows = 0, cols = 0;
+  std::vector<const uint8_t*> row_data;
+  std::vector<const uint8_t*> row_scales;  // MXFP4 only
+  // Mapped ranges the matrices were read from; released once copied unless `shared` (another
+  // user, e.g. the embedding table behind a tied lm_head, still reads them).
+  std::vector<std::pair<const uint8_t*, size_t>> mapped;
+  bool shared = false;
+
+  // Rows of one contiguous stored tensor [count, rows, cols] (or [rows, cols]) starting at
+  // `data`, optionally sliced to rows [row0, row0 + nrows) and columns [col0, col0 + ncols) of
+  // each matrix (col0, ncols multiples of 32 for MXFP4).
+  static LinearSource Tensor(std::string name, DType dtype, const uint8_t* data, int64_t count, int64_t rows,
+                             int64_t cols, int64_t row0 = 0, int64_t nrows = -1, int64_t col0 = 0, int64_t ncols = -1);
+  static LinearSource Mxfp4Tensor(std::string name, const uint8_t* codes, const uint8_t* scales, int64_t count,
+                                  int64_t rows, int64_t cols, int64_t row0 = 0, int64_t nrows = -1, int64_t col0 = 0,
+                                  int64_t ncols = -1);
+  // Whether the rows of every matrix follow each other in memory (a format may then borrow them).
+  bool Contiguous() const;
+  size_t RowBytes() const;  // bytes of one stored row (MXFP4: the codes)
+};
+
+// How matrices are held, from the model options (model.h Precision / DenseWeights).
+struct LinearPolicy {
+  bool fast = false;        // int8 activations where a format has them (mxfp4 -> mxfp4-q8)
+  bool dense_int8 = false;  // float matrices -> int8 (fast only)
+};
+
+// The one place that picks a format: MXFP4 sources stay MXFP4 (q8-repacked when fast), float
+// sources keep their dtype (bf16 / f16 / f32) unless policy.dense_int8 and their rows are whole
+// 32-value blocks (tiny test models' odd widths stay as stored).
+LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& policy);
+
+// Builds `format` from `source` (on GlobalPool()); throws tessera::Error naming source.name and
+// `where` (the checkpoint) when the weights cannot be held so (NaN scales for mxfp4-q8, rows
+// with NaN or inf for int8, k not a multiple of 32 for the q8 formats). `borrow`: a format that
+// can (bf16, f16, f32, mxfp4 on contiguous rows) keeps pointing into the mapping instead of
+// copying.
+std::unique_ptr<LinearWeights> LoadLinear(const LinearSource& source, LinearFormat format, const std::string& where,
+                                          bool borrow = false);
+
+// One output of a grouped multiply: matrix `matrix` of `weights` into y, row stride ldy (0: its
+// rows()).
+struct LinearOutput {
+  const LinearWeights* weights;
+  int64_t matrix;
+  const float* bias;
+  float* y;
+  size_t ldy = 0;
+};
+
+// Several matrices that read the same x [m, k] as one column-parallel dispatch on GlobalPool()
+// (the small k/v projections alone would not keep the threads busy). xq: x quantized, made here
+// on first need (empty on entry) and reusable by the caller afterwards.
+void MultiplyGroup(std::span<const LinearOutput> outputs, const float* x, size_t m, Q8Activations& xq);
+// One matrix: y [m, rows] = x W^T + bias.
+void Multiply(const LinearWeights& w, const float* x, size_t m, Q8Activations& xq, const float* bias, float* y,
+              int64_t matrix = 0, size_t ldy = 0);
+
+}  // namespace tessera

@@ -1,0 +1,293 @@
+// Model::Load: the config, the architecture row, the tensor check, this rank's shard, and every
+// matrix as a LinearWeights (model/linear.h) in the format ChooseLinearFormat picks.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "io/model_dir.h"
+#include "kernels/mxfp4.h"
+#include "model/model.h"
+#include "model/tensor_specs.h"
+
+namespace tessera {
+namespace {
+
+std::vector<float> ToF32(const TensorView& t) {
+  std::vector<float> out(t.numel());
+  const size_t size = DTypeSize(t.dtype());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = ElementToF32(t.dtype(), t.data + i * size);
+  return out;
+}
+
+std::vector<float> Slice(const std::vector<float>& v, int64_t begin, int64_t count) {
+  return std::vector<float>(v.begin() + begin, v.begin() + begin + count);
+}
+
+// Units [begin, begin + count) of a gate and an up vector (or matrix rows), interleaved
+// gate_0, up_0, gate_1, ...: the gated MLP's gate_up layout (layers.h).
+template <typename T>
+std::vector<T> Interleave(const std::vector<T>& gate, const std::vector<T>& up, int64_t begin, int64_t count,
+                          int64_t width = 1) {
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(2 * count * width));
+  for (int64_t i = begin; i < begin + count; ++i) {
+    out.insert(out.end(), gate.begin() + i * width, gate.begin() + (i + 1) * width);
+    out.insert(out.end(), up.begin() + i * width, up.begin() + (i + 1) * width);
+  }
+  return out;
+}
+
+}  // namespace
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& options) {
+  std::unique_ptr<Model> model(new Model());
+  const std::string dir = ResolveModelDir(path);
+  model->path_ = dir;
+  model->config_ = LoadModelConfig(dir);
+  const std::string config_path = dir + "/config.json";
+  ValidateModelConfig(model->config_, config_path);
+  const ModelConfig& c = model->config_;
+  model->arch_ = &ArchitectureOf(c, config_path);
+  if (const std::string blocker = LoadBlocker(c, config_path); !blocker.empty()) Fail(blocker);
+  model->generation_config_ = LoadGenerationConfig(dir);
+  model->store_ = WeightStore::Open(path);
+  const std::vector<TensorSpec> specs = ModelTensorSpecs(c, config_path);
+  RequireNoProblems(CheckTensors(specs, model->store_), dir);
+  for (const TensorSpec& s : specs) {
+    model->weight_bytes_ += model->store_.Get(s.name).nbytes();
+    model->parameters_ += s.parameters();
+  }
+  model->rope_ = Rope::FromConfig(c, config_path);
+
+  model->options_ = options;
+  if (options.dense == DenseWeights::kInt8 && options.precision != Precision::kFast) {
+    Fail("int8 dense weights need the fast precision (int8 activations); the exact path reads the weights as stored");
+  }
+  if (options.exact_layers < 0 || options.exact_layers > c.num_hidden_layers) {
+    Fail(config_path, ": exact layers ", options.exact_layers, " must lie in [0, ", c.num_hidden_layers,
+         "] (the model's layers)");
+  }
+  // This rank's shard (model/tensor_parallel.h), checked before anything is read.
+  const int64_t Nq = c.num_attention_heads, Nkv = c.num_key_value_heads, E = c.num_local_experts;
+  const int64_t P = options.tp ? options.tp->size() : 1, r = options.tp ? options.tp->rank() : 0;
+  const bool has_moe = model->arch_->mlp != MlpKind::kGated && E > 0;
+  if (P > 1) {
+    if (Nq % P != 0) Fail(config_path, ": tensor parallel degree ", P, " does not divide the ", Nq, " attention heads");
+    if (Nkv % P != 0 && P % Nkv != 0) {
+      Fail(config_path, ": tensor parallel degree ", P, " and the ", Nkv,
+           " key/value heads: one must divide the other (heads are split, or shared heads replicated)");
+    }
+    if (has_moe && options.tp_experts == TpExperts::kExpert && E % P != 0) {
+      Fail(config_path, ": tensor parallel degree ", P, " does not divide the ", E,
+           " experts (expert-parallel experts; the default tensor-parallel experts do not need it)");
+    }
+  }
+  model->tp_rank_ = static_cast<int>(r);
+  model->tp_size_ = static_cast<int>(P);
+  model->nq_ = Nq / P;
+  model->nkv_ = Nkv % P == 0 ? Nkv / P : 1;
+  const bool tensor_experts = P > 1 && options.tp_experts == TpExperts::kTensor;
+  model->ne_ = has_moe ? (tensor_experts || P == 1 ? E : E / P) : 0;
+  model->e0_ = has_moe && !tensor_experts ? r * model->ne_ : 0;
+  const int64_t V = c.vocab_size;
+  model->nv_ = P > 1 && V % P == 0 ? V / P : V;
+  model->cache_config_ = c;
+  model->cache_config_.num_attention_heads = model->nq_;
+  model->cache_config_.num_key_value_heads = model->nkv_;
+  model->LoadWeights();
+  return model;
+}
+
+void Model::LoadWeights() {
+  const ModelConfig& c = config_;
+  const Architecture& arch = *arch_;
+  const WeightStore& store = store_;
+  const int64_t D = c.head_dim, H = c.hidden_size, V = c.vocab_size, E = c.num_local_experts;
+  const int64_t P = tp_size_, r = tp_rank_;
+  const int64_t q0 = r * nq_;
+  const int64_t kv0 = c.num_key_value_heads % P == 0 ? r * nkv_ : q0 / (c.num_attention_heads / c.num_key_value_heads);
+  const bool fast = options_.precision == Precision::kFast;
+  const bool int8 = options_.dense == DenseWeights::kInt8;
+  const bool tensor_experts = P > 1 && options_.tp_experts == TpExperts::kTensor;
+  // Units [i0, i0 + ni) of an intermediate dimension of I: whole 32-wide blocks where I allows
+  // (MXFP4 and the q8 formats need them), split as evenly as the blocks allow (gpt-oss-20b at
+  // P = 4: 23/22/23/22 of 90 blocks; a rank may get none on tiny models).
+  auto units = [&](int64_t I, bool split) -> std::pair<int64_t, int64_t> {
+    if (!split) return {0, I};
+    const int64_t block = I % kMxfp4BlockSize == 0 ? kMxfp4BlockSize : 1, blocks = I / block;
+    const int64_t begin = blocks * r / P * block;
+    return {begin, blocks * (r + 1) / P * block - begin};
+  };
+  auto view = [&](const std::string& name) { return store.Get(name); };
+  auto load = [&](const LinearSource& source, const LinearPolicy& policy, bool borrow = false) {
+    return LoadLinear(source, ChooseLinearFormat(source, policy), path_, borrow);
+  };
+  // Rows [row0, row0 + rows) and columns [col0, col0 + cols) of a stored [n, k] matrix.
+  auto matrix = [&](const std::string& name, int64_t row0 = 0, int64_t rows = -1, int64_t col0 = 0,
+                    int64_t cols = -1) {
+    const TensorView t = view(name);
+    return LinearSource::Tensor(name, t.dtype(), t.data, 1, t.shape()[0], t.shape()[1], row0, rows, col0, cols);
+  };
+  // Gate and up rows of units [i0, i0 + ni), interleaved, for `experts` matrices named by `name_of`.
+  auto gate_up = [&](int64_t experts, const std::function<std::string(int64_t, const char*)>& name_of, int64_t i0,
+                     int64_t ni) {
+    LinearSource s;
+    s.name = name_of(0, "gate_proj") + " / up_proj";
+    s.count = experts;
+    s.rows = 2 * ni;
+    for (int64_t e = 0; e < experts; ++e) {
+      const TensorView g = view(name_of(e, "gate_proj")), u = view(name_of(e, "up_proj"));
+      if (g.dtype() != u.dtype() || (e > 0 && g.dtype() != s.dtype)) {
+        Fail(path_, ": tensors '", g.name(), "' and '", u.name(), "' must have the same dtype (",
+             DTypeName(g.dtype()), " vs ", DTypeName(u.dtype()), ")");
+      }
+      s.dtype = g.dtype();
+      s.cols = g.shape()[1];
+      const size_t row_bytes = static_cast<size_t>(s.cols) * DTypeSize(s.dtype);
+      for (int64_t i = i0; i < i0 + ni; ++i) {
+        s.row_data.push_back(g.data + i * row_bytes);
+        s.row_data.push_back(u.data + i * row_bytes);
+      }
+      s.mapped.push_back({g.data, g.nbytes()});
+      s.mapped.push_back({u.data, u.nbytes()});
+    }
+    return s;
+  };
+
+  const std::string embed_name = "model.embed_tokens.weight";
+  const TensorView embed = view(embed_name);
+  embed_ = embed.data;
+  embed_dtype_ = embed.dtype();
+  {
+    // Vocabulary-parallel lm_head rows; tied, it is the embedding table, which stays mapped.
+    const std::string name = c.tie_word_embeddings ? embed_name : "lm_head.weight";
+    LinearSource s = matrix(name, r * nv_, nv_ == V ? -1 : nv_);
+    s.shared = c.tie_word_embeddings;
+    lm_head_ = load(s, LinearPolicy{fast, int8}, c.tie_word_embeddings);
+  }
+  final_norm_ = ToF32(view("model.norm.weight"));
+  layers_.resize(c.num_hidden_layers);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    DecoderLayer& L = layers_[l];
+    const LayerPlan plan = PlanLayer(arch, c, l);
+    const std::string p = StrCat("model.layers.", l, ".");
+    // The first exact_layers layers keep their weights as stored and run the exact kernels.
+    const LinearPolicy policy = l >= options_.exact_layers ? LinearPolicy{fast, int8} : LinearPolicy{};
+    L.input_norm = ToF32(view(p + "input_layernorm.weight"));
+    L.post_norm = ToF32(view(p + "post_attention_layernorm.weight"));
+
+    AttentionWeights& A = L.attention;
+    A.sliding = plan.sliding;
+    A.q = load(matrix(p + "self_attn.q_proj.weight", q0 * D, nq_ * D), policy);
+    A.k = load(matrix(p + "self_attn.k_proj.weight", kv0 * D, nkv_ * D), policy);
+    A.v = load(matrix(p + "self_attn.v_proj.weight", kv0 * D, nkv_ * D), policy);
+    // o_proj is row-parallel: this rank's input columns [q0 D, (q0 + nq) D) of every row.
+    A.o = load(matrix(p + "self_attn.o_proj.weight", 0, -1, q0 * D, nq_ * D), policy);
+    if (plan.qkv_bias) {
+      A.bq = Slice(ToF32(view(p + "self_attn.q_proj.bias")), q0 * D, nq_ * D);
+      A.bk = Slice(ToF32(view(p + "self_attn.k_proj.bias")), kv0 * D, nkv_ * D);
+      A.bv = Slice(ToF32(view(p + "self_attn.v_proj.bias")), kv0 * D, nkv_ * D);
+    }
+    if (plan.o_bias) A.bo = ToF32(view(p + "self_attn.o_proj.bias"));
+    if (arch.qk_norm) {
+      A.q_norm = ToF32(view(p + "self_attn.q_norm.weight"));
+      A.k_norm = ToF32(view(p + "self_attn.k_norm.weight"));
+    }
+    A.sinks = arch.sinks ? Slice(ToF32(view(p + "self_attn.sinks")), q0, nq_)
+                         : std::vector<float>(nq_, -std::numeric_limits<float>::infinity());
+
+    L.moe = plan.moe;
+    const int64_t I = plan.intermediate;
+    GatedMlpWeights& mlp = plan.moe ? L.experts.mlp : L.mlp;
+    mlp.activation = plan.moe ? arch.expert_activation : Activation::kSilu;
+    mlp.limit = static_cast<float>(c.swiglu_limit);
+    if (!plan.moe) {
+      // Dense MLP, tensor-parallel over intermediate units (gate/up rows, down's columns).
+      const auto [i0, ni] = units(I, P > 1);
+      auto name_of = [&](int64_t, const char* proj) { return StrCat(p, "mlp.", proj, ".weight"); };
+      mlp.gate_up = load(gate_up(1, name_of, i0, ni), policy);
+      mlp.down = load(matrix(p + "mlp.down_proj.weight", 0, -1, i0, ni), policy);
+      if (plan.mlp_bias) {
+        mlp.gate_up_bias = Interleave(ToF32(view(p + "mlp.gate_proj.bias")), ToF32(view(p + "mlp.up_proj.bias")), i0, ni);
+        // The ranks' partial sums are added: the down bias counts once, on rank 0.
+        if (r == 0) mlp.down_bias = ToF32(view(p + "mlp.down_proj.bias"));
+      }
+      continue;
+    }
+    MoeWeights& M = L.experts;
+    M.router_kind = arch.router;
+    M.norm_topk_prob = c.norm_topk_prob;
+    M.experts = E;
+    M.top_k = c.num_experts_per_tok;
+    M.first_expert = e0_;
+    const std::string router = p + std::string(arch.router_name);
+    M.router = load(matrix(router + ".weight"), policy);
+    if (arch.router_bias) M.router_bias = ToF32(view(router + ".bias"));
+    const auto [i0, ni] = units(I, tensor_experts);
+    if (arch.experts == ExpertLayout::kPerExpert) {
+      auto name_of = [&](int64_t e, const char* proj) { return StrCat(p, "mlp.experts.", e0_ + e, ".", proj, ".weight"); };
+      mlp.gate_up = load(gate_up(ne_, name_of, i0, ni), policy);
+      LinearSource down;
+      for (int64_t e = 0; e < ne_; ++e) {
+        LinearSource one = matrix(name_of(e, "down_proj"), 0, -1, i0, ni);
+        if (e > 0 && one.dtype != down.dtype) Fail(path_, ": tensor '", one.name, "' has another dtype than expert 0's");
+        if (e == 0) {
+          down = std::move(one);
+          continue;
+        }
+        down.row_data.insert(down.row_data.end(), one.row_data.begin(), one.row_data.end());
+        down.mapped.insert(down.mapped.end(), one.mapped.begin(), one.mapped.end());
+      }
+      down.count = ne_;
+      mlp.down = load(down, policy);
+      continue;
+    }
+    // gpt-oss: MXFP4 [E, out, in/32, 16] blocks + [E, out, in/32] scales; rows of gate_up
+    // alternate gate, up, so units [i0, i0 + ni) are rows [2 i0, 2 (i0 + ni)).
+    const std::string e = p + "mlp.experts.";
+    auto experts = [&](const std::string& name, int64_t n, int64_t k, int64_t row0, int64_t rows, int64_t col0,
+                       int64_t cols) {
+      const TensorView codes = view(name + "_blocks"), scales = view(name + "_scales");
+      return LinearSource::Mxfp4Tensor(name + "_blocks", codes.data + e0_ * (n * k / 2),
+                                       scales.data + e0_ * (n * k / kMxfp4BlockSize), ne_, n, k, row0, rows, col0, cols);
+    };
+    // The exact path reads whole experts in place from the mapping.
+    mlp.gate_up = load(experts(e + "gate_up_proj", 2 * I, H, 2 * i0, 2 * ni, 0, H), policy, !policy.fast);
+    mlp.down = load(experts(e + "down_proj", H, I, 0, H, i0, ni), policy, !policy.fast);
+    const std::vector<float> gu_bias = ToF32(view(e + "gate_up_proj_bias"));
+    for (int64_t x = e0_; x < e0_ + ne_; ++x) {
+      mlp.gate_up_bias.insert(mlp.gate_up_bias.end(), gu_bias.begin() + x * 2 * I + 2 * i0,
+                              gu_bias.begin() + x * 2 * I + 2 * (i0 + ni));
+    }
+    mlp.down_bias = Slice(ToF32(view(e + "down_proj_bias")), e0_ * H, ne_ * H);
+    // The ranks' partial sums are added: the down bias counts once, on rank 0.
+    if (tensor_experts && r != 0) std::fill(mlp.down_bias.begin(), mlp.down_bias.end(), 0.0f);
+  }
+}
+
+double Model::DecodeBytes(int64_t position, size_t kv_element_bytes) const {
+  const ModelConfig& c = config_;
+  double bytes = lm_head_->BytesPerMatrix() + static_cast<double>(c.hidden_size * DTypeSize(embed_dtype_));
+  const double kv_row = 2.0 * c.num_key_value_heads * c.head_dim * kv_element_bytes;  // key + value
+  for (const DecoderLayer& L : layers_) {
+    const AttentionWeights& A = L.attention;
+    bytes += A.q->BytesPerMatrix() + A.k->BytesPerMatrix() + A.v->BytesPerMatrix() + A.o->BytesPerMatrix();
+    if (L.moe) {
+      // Expert-parallel ranks read, on average, the K ne_ / E of a token's experts they hold.
+      const double experts = static_cast<double>(c.num_experts_per_tok) * ne_ / c.num_local_experts;
+      bytes += L.experts.router->BytesPerMatrix() +
+               experts * (L.experts.mlp.gate_up->BytesPerMatrix() + L.experts.mlp.down->BytesPerMatrix());
+    } else {
+      bytes += L.mlp.gate_up->BytesPerMatrix() + L.mlp.down->BytesPerMatrix();
+    }
+    const int64_t window = A.sliding ? c.sliding_window.value_or(position + 1) : position + 1;
+    bytes += kv_row * static_cast<double>(std::min(position + 1, window));
+  }
+  return bytes;
+}
+
+}  // namespace tessera

@@ -2,7 +2,7 @@
 """Writes the committed gpt-oss test manifests (tests/data/gpt_oss_{20b,120b}_manifest.json).
 
 The manifests are an independent transcription of the real Hugging Face checkpoints, used by
-tests/gpt_oss_weights_test.cpp to check tessera's one tensor description (src/model/gpt_oss_weights.h)
+tests/gpt_oss_weights_test.cpp to check tessera's one tensor description (src/model/tensor_specs.h)
 and the synth presets. Nothing here is generated from tessera's C++ code.
 
 Sources:

@@ -1,8 +1,10 @@
 // `tessera generate` and `tessera chat`.
 //
-// generate: by default the prompt becomes a harmony user turn (with the default system message)
-// and the final channel is streamed to stdout as it is generated; --raw feeds the text as is
-// and streams the decoded output. --json prints one object instead:
+// generate: by default the prompt becomes a user turn in the model's chat format — harmony for
+// gpt-oss (with the default system message; the final channel is streamed to stdout), the
+// directory's own chat template for the other families (engine/chat_template.h; Qwen3's <think>
+// block is the analysis) — and the reply is streamed as it is generated; --raw feeds the text as
+// is and streams the decoded output. --json prints one object instead:
 //   {"text", "analysis", "raw_text", "tokens", "prompt_tokens", "finish_reason", "seed",
 //    "timings": {"prefill_ms", "decode_ms", "prefill_tok_s", "decode_tok_s"}}
 // plus, with --spec ngram, "spec": {"proposed", "accepted", "acceptance_rate",
@@ -26,6 +28,7 @@
 #include "cli/model_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/chat_template.h"
 #include "engine/generator.h"
 #include "engine/harmony.h"
 #include "engine/sampler.h"
@@ -48,6 +51,8 @@ struct RunArgs {
   std::string kv_type = "bf16";
   std::string reasoning = "medium";
   std::string developer;
+  std::string system;  // chat-template families: the system message
+  bool no_think = false;
   bool raw = false;
   bool json = false;
   bool show_analysis = false;
@@ -65,7 +70,8 @@ struct RunArgs {
 };
 
 void AddRunOptions(CLI::App* cmd, RunArgs& a) {
-  cmd->add_option("-m,--model", a.model, "Hugging Face gpt-oss directory")->required();
+  cmd->add_option("-m,--model", a.model, "Hugging Face model directory (gpt-oss, Llama, Mistral, Qwen2/3, Qwen3-MoE)")
+      ->required();
   cmd->add_option("-n,--predict", a.n_predict, "most tokens to generate per reply (-1: until a stop token)")
       ->capture_default_str()->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
   cmd->add_option("--temp", a.temperature, "sampling temperature (0: greedy)")
@@ -83,7 +89,9 @@ void AddRunOptions(CLI::App* cmd, RunArgs& a) {
       ->capture_default_str()->check(CLI::IsMember({"bf16", "f32"}));
   cmd->add_option("--reasoning", a.reasoning, "reasoning effort in the system message: low, medium, high")
       ->capture_default_str()->check(CLI::IsMember({"low", "medium", "high"}));
-  cmd->add_option("--developer", a.developer, "developer instructions (what other tools call the system prompt)");
+  cmd->add_option("--developer", a.developer, "gpt-oss: developer instructions (what other tools call the system prompt)");
+  cmd->add_option("--system", a.system, "chat-template families: the system message");
+  cmd->add_flag("--no-think", a.no_think, "Qwen3: render the prompt with enable_thinking false");
   cmd->add_flag("--show-analysis", a.show_analysis, "also print the analysis channel (chain of thought)");
   AddModelOptions(cmd, a.model_args, "fast");
   cmd->add_option("--spec", a.spec, "speculative decoding: ngram (drafts copied from the prompt and output) or none")
@@ -129,9 +137,10 @@ SpecOptions ParseSpecArgs(const RunArgs& a) {
 }
 
 struct Session {
-  std::unique_ptr<GptOssModel> model;
+  std::unique_ptr<Model> model;
   Tokenizer tokenizer;
-  std::unique_ptr<HarmonyEncoding> harmony;
+  std::unique_ptr<HarmonyEncoding> harmony;    // gpt-oss
+  std::optional<ChatTemplate> chat_template;  // the other families (unless --raw)
   std::unique_ptr<Generator> generator;
   SamplingParams sampling;
   SpecOptions spec;
@@ -140,10 +149,15 @@ struct Session {
 Session Open(const RunArgs& a) {
   const SpecOptions spec = ParseSpecArgs(a);  // before the (slow) load
   const ModelOptions options = ToModelOptions(a.model_args);
-  auto model = GptOssModel::Load(a.model, options);
+  auto model = Model::Load(a.model, options);
   Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
-  Session s{std::move(model), std::move(tokenizer), nullptr, nullptr, {}, spec};
-  s.harmony = std::make_unique<HarmonyEncoding>(s.tokenizer);
+  Session s{std::move(model), std::move(tokenizer), nullptr, std::nullopt, nullptr, {}, spec};
+  if (s.model->config().model_type == "gpt_oss") {
+    s.harmony = std::make_unique<HarmonyEncoding>(s.tokenizer);
+  } else if (!a.raw) {
+    // The directory's template; an unknown one is a one-line error naming --raw.
+    s.chat_template = ChatTemplate::FromModelDir(s.model->path());
+  }
   s.generator = std::make_unique<Generator>(*s.model, a.context, ParseKvType(a.kv_type));
   s.sampling.temperature = a.temperature;
   s.sampling.top_k = a.top_k;
@@ -157,10 +171,115 @@ Session Open(const RunArgs& a) {
 
 // gpt-oss stops on <|return|>, <|call|> and <|endoftext|> (generation_config.json), never on
 // <|end|>, which only closes the analysis message (gpt-oss.md §4.4).
+// Chat-template families: generation_config.json's eos ids, config.json's, and the template's
+// turn-end tokens (dense-decoders.md §8.5: Qwen's config eos alone misses <|endoftext|>).
 StopCondition MakeStop(const Session& s, int64_t n_predict) {
   StopCondition stop = StopCondition::FromGenerationConfig(s.model->generation_config(), n_predict);
-  if (stop.stop_tokens().empty()) stop.AddStopTokens(s.harmony->AssistantStopTokens());
+  if (s.harmony && stop.stop_tokens().empty()) stop.AddStopTokens(s.harmony->AssistantStopTokens());
+  if (s.chat_template) {
+    stop.AddStopTokens(s.chat_template->StopTokenIds(s.tokenizer, s.model->generation_config().eos_token_ids,
+                                                     s.model->config().eos_token_ids));
+  }
+  if (!s.harmony && !s.chat_template && stop.stop_tokens().empty()) {
+    std::vector<int32_t> eos;
+    for (int64_t id : s.model->config().eos_token_ids) eos.push_back(static_cast<int32_t>(id));
+    stop.AddStopTokens(eos);
+  }
   return stop;
+}
+
+// Splits a streamed Qwen3 reply into its <think> block (the analysis) and the answer; other
+// templates' replies are all answer. Text is held back only while it could still be the start of
+// the markers.
+class ThinkSplitter {
+ public:
+  explicit ThinkSplitter(bool thinks) : state_(thinks ? State::kStart : State::kAnswer) {}
+  // Appends `text`; returns (analysis, answer) ready to show.
+  std::pair<std::string, std::string> Add(const std::string& text) {
+    pending_ += text;
+    std::string analysis, answer;
+    for (;;) {
+      if (state_ == State::kAnswer) {
+        answer += pending_;
+        pending_.clear();
+        break;
+      }
+      if (state_ == State::kStart) {
+        const std::string_view open = "<think>";
+        const size_t ws = pending_.find_first_not_of(" \n");
+        if (ws == std::string::npos) break;
+        const std::string_view rest = std::string_view(pending_).substr(ws);
+        if (rest.size() < open.size() && open.substr(0, rest.size()) == rest) break;  // maybe the opener
+        if (rest.substr(0, open.size()) == open) {
+          pending_ = std::string(rest.substr(open.size()));
+          state_ = State::kThinking;
+        } else {
+          state_ = State::kAnswer;
+        }
+        continue;
+      }
+      const std::string_view close = "</think>";
+      const size_t end = pending_.find(close);
+      if (end == std::string::npos) {
+        // Keep what could be the start of "</think>".
+        size_t keep = 0;
+        for (size_t n = std::min(pending_.size(), close.size() - 1); n > 0; --n) {
+          if (std::string_view(pending_).substr(pending_.size() - n) == close.substr(0, n)) {
+            keep = n;
+            break;
+          }
+        }
+        analysis += pending_.substr(0, pending_.size() - keep);
+        pending_.erase(0, pending_.size() - keep);
+        break;
+      }
+      analysis += pending_.substr(0, end);
+      pending_.erase(0, end + close.size());
+      const size_t start = pending_.find_first_not_of('\n');
+      pending_.erase(0, start == std::string::npos ? pending_.size() : start);
+      state_ = State::kAnswer;
+    }
+    return {analysis, answer};
+  }
+  std::pair<std::string, std::string> Finish() {
+    std::pair<std::string, std::string> out;
+    (state_ == State::kThinking ? out.first : out.second) = pending_;
+    pending_.clear();
+    return out;
+  }
+
+ private:
+  enum class State { kStart, kThinking, kAnswer };
+  State state_;
+  std::string pending_;
+};
+
+ChatMessage TextMessage(std::string role, std::string content) {
+  ChatMessage m;
+  m.role = std::move(role);
+  m.content = std::move(content);
+  return m;
+}
+
+HarmonyDelta Delta(HarmonyPart part, std::string text) {
+  HarmonyDelta d;
+  d.part = part;
+  d.text = std::move(text);
+  return d;
+}
+
+// The conversation of one prompt in a family's chat format.
+std::vector<ChatMessage> TemplateConversation(const RunArgs& a, const std::string& user) {
+  std::vector<ChatMessage> messages;
+  if (!a.system.empty()) messages.push_back(TextMessage("system", a.system));
+  messages.push_back(TextMessage("user", user));
+  return messages;
+}
+
+ChatOptions TemplateOptions(const RunArgs& a) {
+  ChatOptions options;
+  options.enable_thinking = !a.no_think;
+  return options;
 }
 
 const char* FinishReason(const GenerationResult& r) {
@@ -198,12 +317,16 @@ void RunGenerate(const RunArgs& a) {
   system.reasoning_effort = ParseReasoningEffort(a.reasoning);
   if (a.raw) {
     prompt = s.tokenizer.Encode(a.prompt);
+  } else if (s.chat_template) {
+    prompt = s.chat_template->RenderIds(s.tokenizer, TemplateConversation(a, a.prompt), TemplateOptions(a));
   } else {
     prompt = s.harmony->RenderForCompletion(MakeConversation(a.prompt, system, a.developer));
   }
   Sampler sampler(s.sampling);
   StopCondition stop = MakeStop(s, a.n_predict);
-  HarmonyParser parser(*s.harmony);
+  std::optional<HarmonyParser> parser;
+  if (s.harmony) parser.emplace(*s.harmony);
+  ThinkSplitter think(s.chat_template && s.chat_template->kind() == ChatTemplateKind::kQwen3 && !a.no_think);
   IncrementalDecoder raw_decoder(s.tokenizer);
   std::string raw_text, final_text, analysis_text;
   const bool stream = !a.json;
@@ -216,6 +339,10 @@ void RunGenerate(const RunArgs& a) {
       if (stream) std::fputs(d.text.c_str(), stdout);
     }
   };
+  auto emit_split = [&](const std::string& analysis, const std::string& answer) {
+    if (!analysis.empty()) emit(Delta(HarmonyPart::kAnalysis, analysis));
+    if (!answer.empty()) emit(Delta(HarmonyPart::kFinal, answer));
+  };
   const GenerationResult r = s.generator->Generate(prompt, sampler, stop, [&](int32_t token) {
     // Ids the model has but the tokenizer lacks (reserved rows of the 201088-entry vocabulary)
     // decode to nothing, as Hugging Face's decode skips them.
@@ -223,8 +350,11 @@ void RunGenerate(const RunArgs& a) {
     raw_text += piece;
     if (a.raw) {
       if (stream) std::fputs(piece.c_str(), stdout);
-    } else {
-      for (const HarmonyDelta& d : parser.Process(token)) emit(d);
+    } else if (parser) {
+      for (const HarmonyDelta& d : parser->Process(token)) emit(d);
+    } else if (!stop.IsStopToken(token)) {
+      const auto [analysis, answer] = think.Add(piece);
+      emit_split(analysis, answer);
     }
     if (stream) std::fflush(stdout);
     return true;
@@ -234,8 +364,13 @@ void RunGenerate(const RunArgs& a) {
   if (a.raw) {
     if (stream) std::fputs(tail.c_str(), stdout);
     final_text = raw_text;
+  } else if (parser) {
+    for (const HarmonyDelta& d : parser->Finish()) emit(d);
   } else {
-    for (const HarmonyDelta& d : parser.Finish()) emit(d);
+    const auto [analysis, answer] = think.Add(tail);
+    emit_split(analysis, answer);
+    const auto [rest_analysis, rest_answer] = think.Finish();
+    emit_split(rest_analysis, rest_answer);
   }
   if (a.json) {
     const GenerationTimings& t = r.timings;
@@ -267,8 +402,96 @@ void RunGenerate(const RunArgs& a) {
   PrintTimings(r, s.spec);
 }
 
+// One chat turn through a family chat template: the reply streamed (Qwen3's think block shown
+// only with /analysis), the answer returned for the history.
+std::string TemplateTurn(Session& s, const RunArgs& a, const std::vector<ChatMessage>& history, Sampler& sampler,
+                         bool show_analysis, bool print_timings, bool* fits) {
+  const std::vector<int32_t> prompt = s.chat_template->RenderIds(s.tokenizer, history, TemplateOptions(a));
+  StopCondition stop = MakeStop(s, a.n_predict);
+  try {
+    s.generator->RequireFits(static_cast<int64_t>(prompt.size()), stop.max_new_tokens());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tessera: error: %s; /reset starts a new conversation\n", e.what());
+    *fits = false;
+    return "";
+  }
+  *fits = true;
+  ThinkSplitter think(s.chat_template->kind() == ChatTemplateKind::kQwen3 && !a.no_think);
+  IncrementalDecoder decoder(s.tokenizer);
+  std::string answer_text;
+  bool in_analysis = false;
+  auto show = [&](const std::pair<std::string, std::string>& parts) {
+    if (!parts.first.empty() && show_analysis) {
+      if (!in_analysis) std::fputs("[analysis] ", stdout);
+      in_analysis = true;
+      std::fputs(parts.first.c_str(), stdout);
+    }
+    if (!parts.second.empty()) {
+      if (in_analysis) std::fputs("\n[final] ", stdout);
+      in_analysis = false;
+      answer_text += parts.second;
+      std::fputs(parts.second.c_str(), stdout);
+    }
+    std::fflush(stdout);
+  };
+  const GenerationResult r = s.generator->Generate(prompt, sampler, stop, [&](int32_t token) {
+    if (!stop.IsStopToken(token)) show(think.Add(s.tokenizer.Contains(token) ? decoder.Add(token) : std::string()));
+    return true;
+  }, s.spec);
+  show(think.Add(decoder.Flush()));
+  show(think.Finish());
+  std::printf("\n");
+  std::fflush(stdout);
+  if (print_timings) PrintTimings(r, s.spec);
+  return answer_text;
+}
+
+void RunTemplateChat(Session& s, const RunArgs& a) {
+  const ModelOptions& options = s.model->options();
+  const bool prints = PrintsForTheJob(options);
+  const bool tty = isatty(STDIN_FILENO);
+  bool show_analysis = a.show_analysis;
+  std::vector<ChatMessage> history;
+  auto reset = [&] {
+    history.clear();
+    if (!a.system.empty()) history.push_back(TextMessage("system", a.system));
+  };
+  reset();
+  Sampler sampler(s.sampling);
+  if (prints) {
+    std::fprintf(stderr, "tessera chat: %s (%s template, %d threads). /analysis, /reset, /exit.\n",
+                 s.model->path().c_str(), std::string(s.chat_template->name()).c_str(), GlobalPool().num_threads());
+  }
+  std::string line;
+  for (;;) {
+    if (tty && prints) std::fprintf(stderr, "\n> ");
+    if (!ReadLineAcrossRanks(options, std::cin, line)) break;
+    if (line == "/exit" || line == "/quit") break;
+    if (line == "/reset") {
+      reset();
+      continue;
+    }
+    if (line == "/analysis") {
+      show_analysis = !show_analysis;
+      if (prints) std::fprintf(stderr, "analysis %s\n", show_analysis ? "shown" : "hidden");
+      continue;
+    }
+    if (line.empty()) continue;
+    history.push_back(TextMessage("user", line));
+    bool fits = true;
+    const std::string answer = TemplateTurn(s, a, history, sampler, show_analysis, tty && prints, &fits);
+    if (!fits) {
+      history.pop_back();
+      continue;
+    }
+    history.push_back(TextMessage("assistant", answer));
+  }
+}
+
 void RunChat(const RunArgs& a) {
   Session s = Open(a);
+  if (s.chat_template) return RunTemplateChat(s, a);
+  if (!s.harmony) Fail("chat needs the model's chat template (--raw has none)");
   const ModelOptions& options = s.model->options();
   const bool prints = PrintsForTheJob(options);
   SystemContent system;
@@ -348,10 +571,10 @@ void RunChat(const RunArgs& a) {
 
 void RegisterGenerate(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("generate", "generate text from a prompt (harmony user turn by default)");
+  auto* cmd = app.add_subcommand("generate", "generate text from a prompt (a user turn in the model's chat format by default)");
   AddRunOptions(cmd, *args);
   cmd->add_option("-p,--prompt", args->prompt, "prompt text")->required();
-  cmd->add_flag("--raw", args->raw, "feed the prompt unchanged (no harmony rendering) and print raw output");
+  cmd->add_flag("--raw", args->raw, "feed the prompt unchanged (no chat format) and print raw output");
   cmd->add_flag("--json", args->json, "print one JSON object with text, tokens, prompt_tokens and timings");
   cmd->callback([args] { RunGenerate(*args); });
 

@@ -139,3 +139,38 @@ TEST_F(KvCacheTransactions, GeneratorRecoversFromAFailedPrefill) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Dynamic NTK follows HF's stateful frequency update per sequence (issue 14 point 3): the
+// frequencies grow with the longest call seen past max_position_embeddings, stay there for a
+// shorter call that is still past it, and reset below it; the cache may run past
+// max_position_embeddings for this rope type only. A model forward uses the cache's state: after
+// a long call, re-running a suffix gives other logits than a fresh cache (HF's behaviour too).
+TEST(KvCacheRope, DynamicNtkFollowsTheTrackerPerSequence) {
+  const std::string dir = std::string(TESSERA_TEST_DATA) + "/dense_golden/llama_b";
+  ModelConfig config = LoadModelConfig(dir);
+  config.rope_scaling = RopeScaling{};
+  config.rope_scaling->rope_type = "dynamic";
+  config.rope_scaling->factor = 2.0;
+  config.max_position_embeddings = 32;
+  const Rope rope = Rope::FromConfig(config, "dynamic");
+  KvCache cache(config, 64, KvType::kF32);  // past max_position_embeddings: allowed for dynamic
+  EXPECT_EQ(cache.RopeFrequenciesFor(rope, 20).inv_freq, rope.frequencies().inv_freq);
+  EXPECT_EQ(cache.RopeFrequenciesFor(rope, 48).inv_freq, rope.Frequencies(48).inv_freq);
+  // Shorter but still past 32: HF keeps the longest length's frequencies.
+  EXPECT_EQ(cache.RopeFrequenciesFor(rope, 40).inv_freq, rope.Frequencies(48).inv_freq);
+  EXPECT_NE(rope.Frequencies(40).inv_freq, rope.Frequencies(48).inv_freq);
+  // Back under the original length: reset.
+  EXPECT_EQ(cache.RopeFrequenciesFor(rope, 20).inv_freq, rope.frequencies().inv_freq);
+  // Another sequence starts from the initial state.
+  KvCache other(config, 64, KvType::kF32);
+  EXPECT_EQ(other.RopeFrequenciesFor(rope, 40).inv_freq, rope.Frequencies(40).inv_freq);
+  // Other rope types keep the max_position_embeddings limit.
+  config.rope_scaling.reset();
+  EXPECT_NE(ErrorOf([&] { KvCache(config, 64, KvType::kF32); }).find("max_position_embeddings 32"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera

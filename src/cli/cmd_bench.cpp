@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "kernels/peak.h"
 #include "cli/model_options.h"
 #include "core/bandwidth.h"
 #include "core/error.h"
@@ -65,7 +66,10 @@ std::string ModelLabel(const Model& m) {
     std::snprintf(buf, sizeof(buf), p >= 1e9 ? "%.1fB" : "%.0fM", p >= 1e9 ? p / 1e9 : p / 1e6);
     size = buf;
   }
-  return "gpt-oss " + size + " MXFP4 MoE";
+  if (c.model_type == "gpt_oss") return "gpt-oss " + size + " MXFP4 MoE";
+  // llama.cpp style for the other families: "llama 8.0B BF16", "qwen3_moe 30.5B BF16".
+  const std::string dtype = m.options().dense == DenseWeights::kInt8 ? "Q8 (int8 rows)" : "as stored";
+  return c.model_type + " " + size + " " + dtype;
 }
 
 struct Result {
@@ -301,6 +305,19 @@ void RunBench(const BenchArgs& a) {
     }
     results.push_back(r);
   }
+  // The prefill ceiling, measured in this run after the pp repetitions: int8 dot products when
+  // the dense matrices are int8 (the q8 path), else f32 FMAs; pp's rate in matmul FLOPs (every
+  // weight a token multiplies, Model::MatmulFlopsPerToken) over it.
+  ComputePeak peak;
+  double pp_peak = 0.0, pp_fraction = 0.0;
+  const char* peak_kind = "f32 FMA";
+  if (a.prompt > 0) {
+    peak = MeasureComputePeak(GlobalPool().num_threads());
+    const bool int8 = model->options().dense == DenseWeights::kInt8 && peak.int8_ops > 0;
+    pp_peak = int8 ? peak.int8_ops : peak.f32_flops;
+    if (int8) peak_kind = "int8 VNNI";
+    if (pp_peak > 0) pp_fraction = results.front().mean() * model->MatmulFlopsPerToken() / pp_peak;
+  }
   double bandwidth = 0.0, tg_bytes = 0.0, fraction = 0.0;
   if (a.gen > 0) {
     const size_t kv_bytes = kv == KvType::kBF16 ? 2 : 4;
@@ -325,6 +342,12 @@ void RunBench(const BenchArgs& a) {
                      {"kv_type", a.kv_type}, {"test", r.test}, {"n_prompt", r.n_prompt}, {"n_gen", r.n_gen},
                      {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"samples_ts", r.samples},
                      {"precision", a.model_args.precision}, {"dense", a.model_args.dense}});
+      if (r.n_prompt > 0 && pp_peak > 0) {
+        out.back()["flops_per_token"] = model->MatmulFlopsPerToken();
+        out.back()["peak_ops"] = pp_peak;
+        out.back()["peak_kind"] = peak_kind;
+        out.back()["peak_fraction"] = pp_fraction;
+      }
       if (r.n_gen > 0) {
         out.back()["read_bandwidth_gbs"] = bandwidth * 1e-9;
         out.back()["bytes_per_token"] = tg_bytes;
@@ -353,6 +376,13 @@ void RunBench(const BenchArgs& a) {
   }
   std::printf("\nprecision %s, dense weights %s\n", a.model_args.precision.c_str(), a.model_args.dense.c_str());
   for (const Result& r : results) {
+    if (r.n_prompt == 0 || pp_peak <= 0) continue;
+    std::printf("%s ceiling: %.1f G%s/s %s peak (%d threads, per CPU-second) / %.3f GFLOP per token = %.1f t/s; "
+                "reached %.3f of it\n",
+                r.test.c_str(), pp_peak * 1e-9, std::string(peak_kind) == "f32 FMA" ? "FLOP" : "OP", peak_kind, threads,
+                model->MatmulFlopsPerToken() * 1e-9, pp_peak / model->MatmulFlopsPerToken(), pp_fraction);
+  }
+  for (const Result& r : results) {
     if (r.n_gen == 0) continue;
     std::printf("%s roofline: %.2f GB/s read bandwidth (%d threads, median of the measurements after each "
                 "repetition) / %.3f GB per token = %.2f t/s; reached %.2f of it (median over the repetitions)\n",
@@ -365,7 +395,7 @@ void RunBench(const BenchArgs& a) {
 void RegisterBench(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "llama-bench-style prompt processing / generation throughput");
-  cmd->add_option("-m,--model", args->model, "Hugging Face gpt-oss directory")->required();
+  cmd->add_option("-m,--model", args->model, "Hugging Face model directory")->required();
   cmd->add_option("-p,--n-prompt", args->prompt, "prompt tokens for the pp test (0 skips it)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-n,--n-gen", args->gen, "generated tokens for the tg test (0 skips it)")

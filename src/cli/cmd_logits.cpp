@@ -71,7 +71,7 @@ void RunLogits(const LogitsArgs& args) {
 void RegisterLogits(CLI::App& app) {
   auto args = std::make_shared<LogitsArgs>();
   auto* cmd = app.add_subcommand("logits", "float32 logits [n, vocab] of one prefill of the given ids");
-  cmd->add_option("-m,--model", args->model, "Hugging Face gpt-oss directory")->required();
+  cmd->add_option("-m,--model", args->model, "Hugging Face model directory")->required();
   cmd->add_option("--ids", args->ids, "comma-separated token ids, e.g. 200006,17360,200008")->required();
   cmd->add_option("--out", args->out, "write the logits here as a .npy file (float32, C order)");
   cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32 (exact, default) or bf16")

@@ -77,7 +77,7 @@ void RunPerplexity(const PerplexityArgs& a) {
 void RegisterPerplexity(CLI::App& app) {
   auto args = std::make_shared<PerplexityArgs>();
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text file, in fixed-length windows");
-  cmd->add_option("-m,--model", args->model, "Hugging Face gpt-oss directory")->required();
+  cmd->add_option("-m,--model", args->model, "Hugging Face model directory")->required();
   cmd->add_option("-f,--file", args->file, "text file to evaluate (tokenized as it is)")->required();
   cmd->add_option("-c,--ctx-size", args->context, "window length in tokens")->capture_default_str();
   cmd->add_option("--stride", args->stride,

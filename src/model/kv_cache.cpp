@@ -19,7 +19,10 @@ KvType ParseKvType(const std::string& name) {
 KvCache::KvCache(const ModelConfig& config, int64_t context, KvType type, int64_t rollback)
     : type_(type), context_(context), rollback_(rollback) {
   if (context <= 0) Fail("context size must be positive (got ", context, ")");
-  if (config.max_position_embeddings > 0 && context > config.max_position_embeddings) {
+  // Dynamic NTK scaling exists to run past max_position_embeddings (HF rescales the base then,
+  // rope.md §4); every other rope stops there.
+  const bool dynamic = config.rope_scaling && config.rope_scaling->rope_type == "dynamic";
+  if (!dynamic && config.max_position_embeddings > 0 && context > config.max_position_embeddings) {
     Fail("context of ", context, " positions exceeds the model's max_position_embeddings ",
          config.max_position_embeddings);
   }
@@ -155,6 +158,12 @@ void KvCache::Truncate(int64_t n) {
   }
   length_ = n;
   if (n == 0) max_written_ = -1;  // nothing is kept: the rings start afresh
+}
+
+const RopeFrequencies& KvCache::RopeFrequenciesFor(const Rope& rope, int64_t seq_len) {
+  if (!rope.length_dependent()) return rope.frequencies();
+  if (!rope_tracker_) rope_tracker_.emplace(rope);
+  return rope_tracker_->Update(seq_len);
 }
 
 }  // namespace tessera

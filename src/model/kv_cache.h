@@ -21,10 +21,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "io/config.h"
+#include "model/rope.h"
 
 namespace tessera {
 
@@ -78,6 +80,13 @@ class KvCache {
   // Oldest position whose K/V row is still stored in `layer` (0 for full layers).
   int64_t OldestStored(int layer) const;
 
+  // The rotary frequencies this sequence's forward call reaching `seq_len` positions uses:
+  // `rope`'s own for length-independent types; for dynamic NTK and longrope, those of HF's
+  // stateful dynamic_rope_update (RopeFrequencyTracker), whose state lives with the sequence,
+  // so each sequence of a batch evolves as it would alone in HF. Not thread-safe (one forward
+  // call at a time per cache, as the caches are used anyway).
+  const RopeFrequencies& RopeFrequenciesFor(const Rope& rope, int64_t seq_len);
+
  private:
   struct Layer {
     bool sliding = false;
@@ -101,6 +110,8 @@ class KvCache {
   size_t row_elems_;
   size_t elem_size_;
   std::vector<Layer> layers_;
+  std::optional<RopeFrequencyTracker> rope_tracker_;  // made on first length-dependent use
+  RopeFrequencies rope_frequencies_;                   // the static case's copy
 };
 
 }  // namespace tessera

@@ -87,7 +87,9 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
   const int64_t cs_width = 2 * rope_.half();
   std::vector<float> rope_cs(T * cs_width);
   for (const SequenceRows& r : rows_of) {
-    rope_.CosSin(rope_.Frequencies(r.start + r.rows), r.start, r.rows, &rope_cs[r.row0 * cs_width], cs_width);
+    // Dynamic NTK / longrope follow HF's per-call frequency update, tracked per sequence.
+    rope_.CosSin(r.cache->RopeFrequenciesFor(rope_, r.start + r.rows), r.start, r.rows, &rope_cs[r.row0 * cs_width],
+                 cs_width);
   }
   experts_run_ = 0;
   // The layers write the new positions' rows into the caches as they go (a sliding ring

@@ -111,6 +111,10 @@ class Model {
   // `kv_element_bytes` each. Norms and biases (a few KB per layer) are left out. The decode
   // roofline is measured read bandwidth / this.
   double DecodeBytes(int64_t position, size_t kv_element_bytes) const;
+  // Multiply-add operations x 2 of the matmuls one token runs: every dense matrix, on MoE layers
+  // top_k experts' (this rank's share), lm_head; attention's scores and values are left out (a
+  // few percent at the prefill lengths benchmarks use). The prefill ceiling divides by it.
+  double MatmulFlopsPerToken() const;
   // Distinct experts (this rank's) the last Forward ran per layer, averaged over the layers: the
   // expert weights it streamed, which the speculative-decoding cost model compares with.
   double last_forward_experts_per_layer() const { return last_experts_per_layer_; }

@@ -290,4 +290,21 @@ double Model::DecodeBytes(int64_t position, size_t kv_element_bytes) const {
   return bytes;
 }
 
+double Model::MatmulFlopsPerToken() const {
+  const ModelConfig& c = config_;
+  auto flops = [](const LinearWeights& w) { return 2.0 * static_cast<double>(w.rows() * w.cols()); };
+  double total = flops(*lm_head_);
+  for (const DecoderLayer& L : layers_) {
+    const AttentionWeights& A = L.attention;
+    total += flops(*A.q) + flops(*A.k) + flops(*A.v) + flops(*A.o);
+    if (L.moe) {
+      const double experts = static_cast<double>(c.num_experts_per_tok) * ne_ / c.num_local_experts;
+      total += flops(*L.experts.router) + experts * (flops(*L.experts.mlp.gate_up) + flops(*L.experts.mlp.down));
+    } else {
+      total += flops(*L.mlp.gate_up) + flops(*L.mlp.down);
+    }
+  }
+  return total;
+}
+
 }  // namespace tessera

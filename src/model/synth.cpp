@@ -191,10 +191,10 @@ nlohmann::json QwenConfig(std::string_view type) {
 
 // Tiny variants of a family: every structural switch kept (GQA, head_dim != hidden / heads for
 // Qwen3, llama3 rope with a short original context, experts with a dense layer between), sizes a
-// test loads in milliseconds; vocabulary 1024.
+// test loads in milliseconds; vocabulary 2048 (room for the small family tokenizers of the tests).
 nlohmann::json Tiny(nlohmann::json c) {
   c.update({{"hidden_size", 64}, {"intermediate_size", 128}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-            {"num_hidden_layers", 4}, {"vocab_size", 1024}, {"bos_token_id", 1000}, {"eos_token_id", 1001},
+            {"num_hidden_layers", 4}, {"vocab_size", 2048}, {"bos_token_id", 2000}, {"eos_token_id", 2001},
             {"max_position_embeddings", 4096}});
   if (c.contains("head_dim")) c["head_dim"] = c["model_type"] == "llama" ? 16 : 32;
   if (c["model_type"] == "llama") c["rope_scaling"]["original_max_position_embeddings"] = 64;

@@ -19,6 +19,7 @@
 
 #include "io/npy.h"
 #include "model/model.h"
+#include "golden_checks.h"
 #include "test_util.h"
 
 namespace tessera {
@@ -26,44 +27,13 @@ namespace {
 
 const std::string kDir = std::string(TESSERA_TEST_DATA) + "/dense_golden/";
 
-struct Golden {
-  std::vector<int32_t> prompt, greedy;
-  NpyArray logits;  // [prompt + greedy, vocab]
-};
-
-Golden LoadGolden(const std::string& name) {
-  std::ifstream in(kDir + name + "/golden.json");
-  const auto j = nlohmann::json::parse(in);
-  Golden g;
-  g.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
-  g.greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
-  g.logits = ReadNpyF32(kDir + name + "/logits.npy");
-  return g;
-}
-
-int32_t Argmax(const float* v, int64_t n) { return static_cast<int32_t>(std::max_element(v, v + n) - v); }
-
-double MaxAbs(const std::vector<float>& v) {
-  double m = 0.0;
-  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
-  return m;
-}
-
-// max |got - ref| over rows [row0, row0 + rows) of the golden, relative to max |golden|.
+using Golden = ModelGolden;
+Golden LoadGolden(const std::string& name) { return LoadModelGolden(kDir + name); }
+int32_t Argmax(const float* v, int64_t n) { return ArgmaxOf(v, n); }
 double RelativeError(const float* got, const NpyArray& ref, int64_t row0, int64_t rows) {
-  const int64_t V = ref.shape[1];
-  double max_err = 0.0;
-  for (int64_t i = 0; i < rows * V; ++i) {
-    max_err = std::max(max_err, static_cast<double>(std::fabs(got[i] - ref.data[row0 * V + i])));
-  }
-  return max_err / MaxAbs(ref.data);
+  return RelativeToGolden(got, ref, row0, rows);
 }
-
-std::vector<int32_t> Sequence(const Golden& g) {
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
-  return seq;
-}
+std::vector<int32_t> Sequence(const Golden& g) { return g.sequence(); }
 
 class DenseGolden : public ::testing::TestWithParam<std::string> {};
 
@@ -85,19 +55,7 @@ TEST_P(DenseGolden, PrefillLogitsMatchTransformers) {
 TEST_P(DenseGolden, GreedyDecodeMatchesTransformers) {
   const auto model = Model::Load(kDir + GetParam());
   const Golden g = LoadGolden(GetParam());
-  const int64_t V = model->vocab_size(), P = static_cast<int64_t>(g.prompt.size());
-  KvCache cache(model->cache_config(), P + static_cast<int64_t>(g.greedy.size()), KvType::kF32, /*rollback=*/2);
-  std::vector<float> logits;
-  model->Forward(g.prompt, 0, cache, LogitsMode::kLast, logits);
-  std::vector<int32_t> generated;
-  for (size_t step = 0; step < g.greedy.size(); ++step) {
-    EXPECT_LE(RelativeError(logits.data(), g.logits, P - 1 + static_cast<int64_t>(step), 1), 1e-4) << "step " << step;
-    const int32_t next = Argmax(logits.data(), V);
-    generated.push_back(next);
-    const int32_t token[1] = {next};
-    model->Forward(token, P + static_cast<int64_t>(step), cache, LogitsMode::kLast, logits);
-  }
-  EXPECT_EQ(generated, g.greedy);
+  EXPECT_EQ(GreedyAgainstGolden(*model, g, 1e-4), g.greedy);
 }
 
 // Uneven chunks through the cache give the logits of one pass, bit for bit, with either cache

@@ -22,6 +22,7 @@
 #include "io/safetensors.h"
 #include "io/npy.h"
 #include "model/model.h"
+#include "golden_checks.h"
 #include "test_util.h"
 
 namespace tessera {
@@ -29,34 +30,10 @@ namespace {
 
 const std::string kGoldenDir = std::string(TESSERA_TEST_DATA) + "/gpt_oss_golden/";
 
-struct Golden {
-  std::vector<int32_t> prompt, greedy;
-  NpyArray logits;  // [prompt + greedy, vocab]
-};
-
-Golden LoadGolden(const std::string& name) {
-  std::ifstream in(kGoldenDir + name + "/golden.json");
-  const auto j = nlohmann::json::parse(in);
-  Golden g;
-  g.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
-  g.greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
-  g.logits = ReadNpyF32(kGoldenDir + name + "/logits.npy");
-  return g;
-}
-
-int32_t Argmax(const float* v, int64_t n) {
-  return static_cast<int32_t>(std::max_element(v, v + n) - v);  // first maximum, as torch.argmax
-}
-
-// max |a - b| over rows [row0, row0 + rows) of the golden, relative to max |golden|.
+using Golden = ModelGolden;
+Golden LoadGolden(const std::string& name) { return LoadModelGolden(kGoldenDir + name); }
 double RelativeError(const float* got, const NpyArray& ref, int64_t row0, int64_t rows) {
-  const int64_t V = ref.shape[1];
-  double max_ref = 0.0, max_err = 0.0;
-  for (float r : ref.data) max_ref = std::max(max_ref, static_cast<double>(std::fabs(r)));
-  for (int64_t i = 0; i < rows * V; ++i) {
-    max_err = std::max(max_err, static_cast<double>(std::fabs(got[i] - ref.data[row0 * V + i])));
-  }
-  return max_err / max_ref;
+  return RelativeToGolden(got, ref, row0, rows);
 }
 
 class GptOssGolden : public ::testing::TestWithParam<std::string> {};
@@ -83,20 +60,7 @@ TEST_P(GptOssGolden, PrefillLogitsMatchTransformers) {
 TEST_P(GptOssGolden, GreedyDecodeMatchesTransformers) {
   const auto model = Model::Load(kGoldenDir + GetParam());
   const Golden g = LoadGolden(GetParam());
-  const int64_t V = model->vocab_size(), P = static_cast<int64_t>(g.prompt.size());
-  // Small rollback slack: decoding goes one token at a time through the sliding rings.
-  KvCache cache(model->config(), P + static_cast<int64_t>(g.greedy.size()), KvType::kF32, /*rollback=*/2);
-  std::vector<float> logits;
-  model->Forward(g.prompt, 0, cache, LogitsMode::kLast, logits);
-  std::vector<int32_t> generated;
-  for (size_t step = 0; step < g.greedy.size(); ++step) {
-    EXPECT_LE(RelativeError(logits.data(), g.logits, P - 1 + static_cast<int64_t>(step), 1), 1e-4) << "step " << step;
-    const int32_t next = Argmax(logits.data(), V);
-    generated.push_back(next);
-    const int32_t token[1] = {next};
-    model->Forward(token, P + static_cast<int64_t>(step), cache, LogitsMode::kLast, logits);
-  }
-  EXPECT_EQ(generated, g.greedy);
+  EXPECT_EQ(GreedyAgainstGolden(*model, g, 1e-4), g.greedy);
 }
 
 // Splitting the sequence into uneven chunks (each chunk sees its predecessors only through the

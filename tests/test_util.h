@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/npy.h"
 
 namespace tessera {
 
@@ -49,6 +50,43 @@ inline std::vector<int32_t> GoldenSequence(const std::string& name) {
   const auto greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
   seq.insert(seq.end(), greedy.begin(), greedy.end());
   return seq;
+}
+
+// A golden checkpoint directory (tests/data/{gpt_oss,dense}_golden/NAME, made by
+// tools/make_{gpt_oss,dense}_golden.py): its prompt, greedy continuation and the transformers
+// logits [prompt + greedy, vocab] of one pass over both.
+struct ModelGolden {
+  std::vector<int32_t> prompt, greedy;
+  NpyArray logits;
+  std::vector<int32_t> sequence() const {
+    std::vector<int32_t> seq = prompt;
+    seq.insert(seq.end(), greedy.begin(), greedy.end());
+    return seq;
+  }
+};
+
+inline ModelGolden LoadModelGolden(const std::string& dir) {
+  std::ifstream in(dir + "/golden.json");
+  const auto j = nlohmann::json::parse(in);
+  ModelGolden g;
+  g.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
+  g.greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
+  g.logits = ReadNpyF32(dir + "/logits.npy");
+  return g;
+}
+
+// The first maximum, as torch.argmax.
+inline int32_t ArgmaxOf(const float* v, int64_t n) { return static_cast<int32_t>(std::max_element(v, v + n) - v); }
+
+// max |got - ref| over rows [row0, row0 + rows) of a golden's logits, relative to max |ref|.
+inline double RelativeToGolden(const float* got, const NpyArray& ref, int64_t row0, int64_t rows) {
+  const int64_t V = ref.shape[1];
+  double max_ref = 0.0, max_err = 0.0;
+  for (float r : ref.data) max_ref = std::max(max_ref, static_cast<double>(std::fabs(r)));
+  for (int64_t i = 0; i < rows * V; ++i) {
+    max_err = std::max(max_err, static_cast<double>(std::fabs(got[i] - ref.data[row0 * V + i])));
+  }
+  return max_err / max_ref;
 }
 
 // KL(p || q) of the softmax distributions of two logit rows of n entries, in double.

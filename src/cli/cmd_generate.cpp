@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -446,11 +447,34 @@ std::string TemplateTurn(Session& s, const RunArgs& a, const std::vector<ChatMes
   return answer_text;
 }
 
+// The chat input loop shared by both chat formats: reads lines (rank 0 under --tp, handed to
+// the others), handles /exit, /quit, /reset and /analysis, and calls turn(line, show_analysis)
+// for every other non-empty line.
+void ChatLoop(const ModelOptions& options, bool prints, bool show_analysis, const std::function<void()>& reset,
+              const std::function<void(const std::string&, bool)>& turn) {
+  const bool tty = isatty(STDIN_FILENO);
+  std::string line;
+  for (;;) {
+    if (tty && prints) std::fprintf(stderr, "\n> ");
+    if (!ReadLineAcrossRanks(options, std::cin, line)) break;
+    if (line == "/exit" || line == "/quit") break;
+    if (line == "/reset") {
+      reset();
+      continue;
+    }
+    if (line == "/analysis") {
+      show_analysis = !show_analysis;
+      if (prints) std::fprintf(stderr, "analysis %s\n", show_analysis ? "shown" : "hidden");
+      continue;
+    }
+    if (!line.empty()) turn(line, show_analysis);
+  }
+}
+
 void RunTemplateChat(Session& s, const RunArgs& a) {
   const ModelOptions& options = s.model->options();
   const bool prints = PrintsForTheJob(options);
   const bool tty = isatty(STDIN_FILENO);
-  bool show_analysis = a.show_analysis;
   std::vector<ChatMessage> history;
   auto reset = [&] {
     history.clear();
@@ -462,30 +486,16 @@ void RunTemplateChat(Session& s, const RunArgs& a) {
     std::fprintf(stderr, "tessera chat: %s (%s template, %d threads). /analysis, /reset, /exit.\n",
                  s.model->path().c_str(), std::string(s.chat_template->name()).c_str(), GlobalPool().num_threads());
   }
-  std::string line;
-  for (;;) {
-    if (tty && prints) std::fprintf(stderr, "\n> ");
-    if (!ReadLineAcrossRanks(options, std::cin, line)) break;
-    if (line == "/exit" || line == "/quit") break;
-    if (line == "/reset") {
-      reset();
-      continue;
-    }
-    if (line == "/analysis") {
-      show_analysis = !show_analysis;
-      if (prints) std::fprintf(stderr, "analysis %s\n", show_analysis ? "shown" : "hidden");
-      continue;
-    }
-    if (line.empty()) continue;
+  ChatLoop(options, prints, a.show_analysis, reset, [&](const std::string& line, bool show_analysis) {
     history.push_back(TextMessage("user", line));
     bool fits = true;
     const std::string answer = TemplateTurn(s, a, history, sampler, show_analysis, tty && prints, &fits);
     if (!fits) {
       history.pop_back();
-      continue;
+      return;
     }
     history.push_back(TextMessage("assistant", answer));
-  }
+  });
 }
 
 void RunChat(const RunArgs& a) {
@@ -497,7 +507,6 @@ void RunChat(const RunArgs& a) {
   SystemContent system;
   system.reasoning_effort = ParseReasoningEffort(a.reasoning);
   const bool tty = isatty(STDIN_FILENO);
-  bool show_analysis = a.show_analysis;
   std::vector<Message> history;
   auto reset = [&] {
     history = {Message::System(system)};
@@ -509,22 +518,7 @@ void RunChat(const RunArgs& a) {
     std::fprintf(stderr, "tessera chat: %s (%d threads). /analysis toggles the chain of thought, /reset, /exit.\n",
                  s.model->path().c_str(), GlobalPool().num_threads());
   }
-  std::string line;
-  for (;;) {
-    if (tty && prints) std::fprintf(stderr, "\n> ");
-    // Under --tp every rank runs every turn; rank 0 reads the line and hands it to the others.
-    if (!ReadLineAcrossRanks(options, std::cin, line)) break;
-    if (line == "/exit" || line == "/quit") break;
-    if (line == "/reset") {
-      reset();
-      continue;
-    }
-    if (line == "/analysis") {
-      show_analysis = !show_analysis;
-      if (prints) std::fprintf(stderr, "analysis %s\n", show_analysis ? "shown" : "hidden");
-      continue;
-    }
-    if (line.empty()) continue;
+  ChatLoop(options, prints, a.show_analysis, reset, [&](const std::string& line, bool show_analysis) {
     history.push_back(Message::User(line));
     const std::vector<int32_t> prompt = s.harmony->RenderForCompletion(history);
     StopCondition stop = MakeStop(s, a.n_predict);
@@ -535,7 +529,7 @@ void RunChat(const RunArgs& a) {
     } catch (const Error& e) {
       if (prints) std::fprintf(stderr, "tessera: error: %s; /reset starts a new conversation\n", e.what());
       history.pop_back();
-      continue;
+      return;
     }
     HarmonyParser parser(*s.harmony);
     std::string final_text;
@@ -564,7 +558,7 @@ void RunChat(const RunArgs& a) {
     // History keeps the final answer only; the analysis of a finished turn is dropped
     // (gpt-oss.md §4.2).
     history.push_back(Message::Assistant("final", final_text));
-  }
+  });
 }
 
 }  // namespace

@@ -1,10 +1,14 @@
 // `tessera info`: detected CPU features, the chosen kernel path and the thread count.
 #include <cstdio>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/cpu_features.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
+#include "model/architecture.h"
+#include "model/linear.h"
 
 namespace tessera::cli {
 
@@ -27,6 +31,16 @@ void RegisterInfo(CLI::App& app) {
                 k.rope_apply_isa, k.gather_reduce_isa, k.attend_isa, k.quantize_q8_isa, k.matmul_q8_mxfp4_isa,
                 k.matmul_q8_int8_isa);
     std::printf("threads: %d (cpus available: %d)\n", GlobalPool().num_threads(), DefaultThreadCount());
+    // What model/architecture.h and model/linear.h describe: the model_types and weight formats.
+    std::string archs;
+    for (const Architecture& a : Architectures()) archs += StrCat(archs.empty() ? "" : ", ", a.model_type, " (", a.hf_class, ")");
+    std::printf("architectures: %s\n", archs.c_str());
+    std::string formats;
+    for (LinearFormat f : {LinearFormat::kBf16, LinearFormat::kF16, LinearFormat::kF32, LinearFormat::kInt8,
+                           LinearFormat::kMxfp4, LinearFormat::kMxfp4Q8}) {
+      formats += StrCat(formats.empty() ? "" : ", ", LinearFormatName(f));
+    }
+    std::printf("weight formats: %s\n", formats.c_str());
   });
 }
 

@@ -61,25 +61,26 @@ enum class ExpertLayout : uint8_t {
   kPerExpert,
 };
 
+// A row states what differs from the defaults below (a Llama-like dense decoder).
 struct Architecture {
   std::string_view model_type;  // config.json "model_type"
   std::string_view hf_class;    // config.json "architectures"[0] as Hugging Face writes it
-  BiasRule qkv_bias;
-  BiasRule o_bias;
-  BiasRule mlp_bias;            // gated MLP projections (not experts)
-  bool qk_norm;                 // per-head RMSNorm of q and k before RoPE, weight [head_dim]
-  bool sinks;                   // one learned softmax logit per query head (self_attn.sinks)
-  MlpKind mlp;
+  BiasRule qkv_bias = BiasRule::kAttentionBias;
+  BiasRule o_bias = BiasRule::kAttentionBias;
+  BiasRule mlp_bias = BiasRule::kNever;  // gated MLP projections (not experts)
+  bool qk_norm = false;  // per-head RMSNorm of q and k before RoPE, weight [head_dim]
+  bool sinks = false;    // one learned softmax logit per query head (self_attn.sinks)
+  MlpKind mlp = MlpKind::kGated;
   // MoE layers only:
-  RouterKind router;
-  std::string_view router_name;  // "mlp.router" (gpt-oss) or "mlp.gate" (Qwen3-MoE)
-  bool router_bias;
-  Activation expert_activation;
-  ExpertLayout experts;
-  bool expert_bias;
+  RouterKind router = RouterKind::kTopKThenSoftmax;
+  std::string_view router_name = "mlp.gate";  // gpt-oss: "mlp.router"
+  bool router_bias = false;
+  Activation expert_activation = Activation::kSilu;
+  ExpertLayout experts = ExpertLayout::kPerExpert;
+  bool expert_bias = false;
   // Tensors of a layer listed in the real checkpoint's index order (gpt-oss: attn norm, o, q, k,
   // v, sinks, router, experts, mlp norm) rather than the module order HF's save_pretrained uses.
-  bool checkpoint_layer_order;
+  bool checkpoint_layer_order = false;
 };
 
 // Every supported row, in SupportedModelTypes() order.

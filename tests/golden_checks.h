@@ -1,0 +1,32 @@
+// Checks shared by the golden tests of every architecture (gpt_oss_golden_test.cpp,
+// dense_golden_test.cpp): the model against a ModelGolden (test_util.h).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "model/model.h"
+#include "test_util.h"
+
+namespace tessera {
+
+// Greedy decoding token by token from the golden's prompt: every step's logits within `tolerance`
+// (relative to max |ref|) of the golden row, and the tokens it picks; returns them.
+inline std::vector<int32_t> GreedyAgainstGolden(const Model& model, const ModelGolden& g, double tolerance) {
+  const int64_t V = model.vocab_size(), P = static_cast<int64_t>(g.prompt.size());
+  // Small rollback slack: decoding goes one token at a time through the sliding rings.
+  KvCache cache(model.cache_config(), P + static_cast<int64_t>(g.greedy.size()), KvType::kF32, /*rollback=*/2);
+  std::vector<float> logits;
+  model.Forward(g.prompt, 0, cache, LogitsMode::kLast, logits);
+  std::vector<int32_t> generated;
+  for (size_t step = 0; step < g.greedy.size(); ++step) {
+    EXPECT_LE(RelativeToGolden(logits.data(), g.logits, P - 1 + static_cast<int64_t>(step), 1), tolerance)
+        << "step " << step;
+    const int32_t next = ArgmaxOf(logits.data(), V);
+    generated.push_back(next);
+    const int32_t token[1] = {next};
+    model.Forward(token, P + static_cast<int64_t>(step), cache, LogitsMode::kLast, logits);
+  }
+  return generated;
+}
+
+}  // namespace tessera

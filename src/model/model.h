@@ -115,7 +115,7 @@ class Model {
   // top_k experts' (this rank's share), lm_head; attention's scores and values are left out (a
   // few percent at the prefill lengths benchmarks use). The prefill ceiling divides by it.
   double MatmulFlopsPerToken() const;
-  // Distinct experts (this rank's) the last Forward ran per layer, averaged over the layers: the
+  // Distinct experts (this rank's) the last Forward ran per layer, averaged over the MoE layers: the
   // expert weights it streamed, which the speculative-decoding cost model compares with.
   double last_forward_experts_per_layer() const { return last_experts_per_layer_; }
   // With ModelOptions::record_router_logits: the biased router logits the last Forward chose

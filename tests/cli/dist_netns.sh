@@ -30,6 +30,12 @@ ip netns del "$probe"
 trap '"$hosts_script" down' EXIT
 "$hosts_script" up 2 1gbit
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# A session directory of our own: the namespace hosts share /tmp and the hostname, so their
+# daemons' job-family directories could collide with a concurrent mpirun's (ctest -j2 runs the
+# dist.np* tests alongside; seen once as "mkdir /tmp/ompi.vm.0/jf.N: File exists").
+ompi_tmp=$(mktemp -d)
+trap '"$hosts_script" down; rm -rf "$ompi_tmp"' EXIT
+export OMPI_MCA_orte_tmpdir_base="$ompi_tmp"
 host_list=${TESSERA_NETNS_PREFIX}-h0,${TESSERA_NETNS_PREFIX}-h1
 
 # Rank i must run inside host i: each process reports the address of its namespace's link.

@@ -516,9 +516,7 @@ void CheckFieldValues(const std::vector<Field<C>>& fields, const C& config, cons
       if (*v == 0 && !(f.required_for & parent.arch) && (parent.root == nullptr || Lookup(*parent.root, key) == nullptr)) {
         continue;
       }
-      CheckNumber(*v, f.limits,
-                  Ctx{parent.source, parent.key.empty() ? std::string(f.key) : StrCat(parent.key, ".", f.key),
-                      parent.root, parent.arch});
+      CheckNumber(*v, f.limits, Ctx{parent.source, key, parent.root, parent.arch});
     }
   }
 }

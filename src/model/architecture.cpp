@@ -28,7 +28,7 @@ constexpr std::array kArchitectures = {
                  .hf_class = "MistralForCausalLM",
                  .qkv_bias = BiasRule::kNever,
                  .o_bias = BiasRule::kNever},
-    // Qwen2: q/k/v biases always, o_proj never (hard-coded in HF, no config switch).
+    // Qwen2: q/k/v biases always, o_proj never (HF's Qwen2Attention has no config switch for them).
     Architecture{.model_type = "qwen2",
                  .hf_class = "Qwen2ForCausalLM",
                  .qkv_bias = BiasRule::kAlways,

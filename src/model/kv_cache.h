@@ -111,7 +111,6 @@ class KvCache {
   size_t elem_size_;
   std::vector<Layer> layers_;
   std::optional<RopeFrequencyTracker> rope_tracker_;  // made on first length-dependent use
-  RopeFrequencies rope_frequencies_;                   // the static case's copy
 };
 
 }  // namespace tessera

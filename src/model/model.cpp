@@ -102,10 +102,8 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
     for (const SequenceRows& r : rows_of) r.cache->AbortAppend(r.start, r.start + r.rows);
     throw;
   }
-  // Averaged over the MoE layers (Qwen3-MoE may keep dense ones), as the cost model counts them.
-  int64_t moe_layers = 0;
-  for (const DecoderLayer& layer : layers_) moe_layers += layer.moe;
-  last_experts_per_layer_ = moe_layers > 0 ? static_cast<double>(experts_run_) / static_cast<double>(moe_layers) : 0.0;
+  // Averaged over the MoE layers, as the cost model counts them.
+  last_experts_per_layer_ = moe_layers_ > 0 ? static_cast<double>(experts_run_) / static_cast<double>(moe_layers_) : 0.0;
   for (const SequenceRows& r : rows_of) r.cache->Extend(r.start + r.rows);
 
   if (sp) {

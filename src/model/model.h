@@ -152,6 +152,11 @@ class Model {
               bool sequence_parallel) const;
   // out [T, H] = the layer's MLP or MoE of h (this rank's partial sum under tensor parallelism).
   void FeedForward(int layer, const float* h, int64_t T, float* out) const;
+  // visit(matrix, times) for every matrix one decode step multiplies, `times` the matrices of it
+  // a token reads on average (experts: top_k of E, this rank's share): what DecodeBytes and
+  // MatmulFlopsPerToken count.
+  template <typename F>
+  void ForEachMatrixOfAToken(const F& visit) const;
 
   std::string path_;
   ModelOptions options_;
@@ -161,6 +166,7 @@ class Model {
   int tp_rank_ = 0, tp_size_ = 1;
   int64_t nq_ = 0, nkv_ = 0;  // local query / key-value heads
   int64_t e0_ = 0, ne_ = 0;   // local experts [e0_, e0_ + ne_) on MoE layers
+  int64_t moe_layers_ = 0;    // layers with experts (Qwen3-MoE may keep dense ones)
   int64_t nv_ = 0;            // local lm_head rows (vocabulary-parallel) or the whole vocabulary
   // Statistics of the last Forward (Forward is not called concurrently on one model).
   mutable int64_t experts_run_ = 0;

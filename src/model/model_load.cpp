@@ -25,16 +25,15 @@ std::vector<float> Slice(const std::vector<float>& v, int64_t begin, int64_t cou
   return std::vector<float>(v.begin() + begin, v.begin() + begin + count);
 }
 
-// Units [begin, begin + count) of a gate and an up vector (or matrix rows), interleaved
-// gate_0, up_0, gate_1, ...: the gated MLP's gate_up layout (layers.h).
-template <typename T>
-std::vector<T> Interleave(const std::vector<T>& gate, const std::vector<T>& up, int64_t begin, int64_t count,
-                          int64_t width = 1) {
-  std::vector<T> out;
-  out.reserve(static_cast<size_t>(2 * count * width));
+// Entries [begin, begin + count) of a gate and an up bias, interleaved gate_0, up_0, gate_1, ...:
+// the gated MLP's gate_up layout (layers.h).
+std::vector<float> Interleave(const std::vector<float>& gate, const std::vector<float>& up, int64_t begin,
+                              int64_t count) {
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(2 * count));
   for (int64_t i = begin; i < begin + count; ++i) {
-    out.insert(out.end(), gate.begin() + i * width, gate.begin() + (i + 1) * width);
-    out.insert(out.end(), up.begin() + i * width, up.begin() + (i + 1) * width);
+    out.push_back(gate[i]);
+    out.push_back(up[i]);
   }
   return out;
 }
@@ -267,43 +266,45 @@ void Model::LoadWeights() {
     // The ranks' partial sums are added: the down bias counts once, on rank 0.
     if (tensor_experts && r != 0) std::fill(mlp.down_bias.begin(), mlp.down_bias.end(), 0.0f);
   }
+  moe_layers_ = std::count_if(layers_.begin(), layers_.end(), [](const DecoderLayer& L) { return L.moe; });
+}
+
+template <typename F>
+void Model::ForEachMatrixOfAToken(const F& visit) const {
+  const ModelConfig& c = config_;
+  visit(*lm_head_, 1.0);
+  for (const DecoderLayer& L : layers_) {
+    const AttentionWeights& A = L.attention;
+    for (const LinearWeights* w : {A.q.get(), A.k.get(), A.v.get(), A.o.get()}) visit(*w, 1.0);
+    if (L.moe) {
+      // Expert-parallel ranks read, on average, the K ne_ / E of a token's experts they hold.
+      const double experts = static_cast<double>(c.num_experts_per_tok) * ne_ / c.num_local_experts;
+      visit(*L.experts.router, 1.0);
+      visit(*L.experts.mlp.gate_up, experts);
+      visit(*L.experts.mlp.down, experts);
+    } else {
+      visit(*L.mlp.gate_up, 1.0);
+      visit(*L.mlp.down, 1.0);
+    }
+  }
 }
 
 double Model::DecodeBytes(int64_t position, size_t kv_element_bytes) const {
   const ModelConfig& c = config_;
-  double bytes = lm_head_->BytesPerMatrix() + static_cast<double>(c.hidden_size * DTypeSize(embed_dtype_));
+  double bytes = static_cast<double>(c.hidden_size * DTypeSize(embed_dtype_));  // the embedding row
+  ForEachMatrixOfAToken([&](const LinearWeights& w, double times) { bytes += times * w.BytesPerMatrix(); });
   const double kv_row = 2.0 * c.num_key_value_heads * c.head_dim * kv_element_bytes;  // key + value
   for (const DecoderLayer& L : layers_) {
-    const AttentionWeights& A = L.attention;
-    bytes += A.q->BytesPerMatrix() + A.k->BytesPerMatrix() + A.v->BytesPerMatrix() + A.o->BytesPerMatrix();
-    if (L.moe) {
-      // Expert-parallel ranks read, on average, the K ne_ / E of a token's experts they hold.
-      const double experts = static_cast<double>(c.num_experts_per_tok) * ne_ / c.num_local_experts;
-      bytes += L.experts.router->BytesPerMatrix() +
-               experts * (L.experts.mlp.gate_up->BytesPerMatrix() + L.experts.mlp.down->BytesPerMatrix());
-    } else {
-      bytes += L.mlp.gate_up->BytesPerMatrix() + L.mlp.down->BytesPerMatrix();
-    }
-    const int64_t window = A.sliding ? c.sliding_window.value_or(position + 1) : position + 1;
+    const int64_t window = L.attention.sliding ? c.sliding_window.value_or(position + 1) : position + 1;
     bytes += kv_row * static_cast<double>(std::min(position + 1, window));
   }
   return bytes;
 }
 
 double Model::MatmulFlopsPerToken() const {
-  const ModelConfig& c = config_;
-  auto flops = [](const LinearWeights& w) { return 2.0 * static_cast<double>(w.rows() * w.cols()); };
-  double total = flops(*lm_head_);
-  for (const DecoderLayer& L : layers_) {
-    const AttentionWeights& A = L.attention;
-    total += flops(*A.q) + flops(*A.k) + flops(*A.v) + flops(*A.o);
-    if (L.moe) {
-      const double experts = static_cast<double>(c.num_experts_per_tok) * ne_ / c.num_local_experts;
-      total += flops(*L.experts.router) + experts * (flops(*L.experts.mlp.gate_up) + flops(*L.experts.mlp.down));
-    } else {
-      total += flops(*L.mlp.gate_up) + flops(*L.mlp.down);
-    }
-  }
+  double total = 0.0;
+  ForEachMatrixOfAToken(
+      [&](const LinearWeights& w, double times) { total += times * 2.0 * static_cast<double>(w.rows() * w.cols()); });
   return total;
 }
 

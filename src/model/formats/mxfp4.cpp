@@ -23,11 +23,20 @@ class Mxfp4Linear final : public LinearWeights {
     const size_t E = static_cast<size_t>(count());
     const size_t code_row = k / 2, scale_row = k / kMxfp4BlockSize;
     const bool in_place = source.Contiguous() && !source.row_data.empty();
-    // The checkpoint layout: in the mapping, or gathered into our own buffers.
+    if (!q8 && in_place && borrow) {
+      // The checkpoint layout, read where it is mapped.
+      code_stride_ = n * code_row;
+      scale_stride_ = n * scale_row;
+      codes_ = source.row_data.front();
+      scales_ = source.row_scales.front();
+      return;
+    }
+    // The checkpoint layout in our own buffers (kept for the exact path, or read once to repack)
+    // unless the rows can be read in place.
     const uint8_t* codes = in_place ? source.row_data.front() : nullptr;
     const uint8_t* scales = in_place ? source.row_scales.front() : nullptr;
     ByteBuffer gathered_codes, gathered_scales;
-    if (!in_place && E * n * k != 0) {
+    if ((!in_place || !q8) && E * n * k != 0) {
       gathered_codes = ByteBuffer(E * n * code_row);
       gathered_scales = ByteBuffer(E * n * scale_row);
       GatherRows(source, false, code_row, gathered_codes.data());
@@ -38,22 +47,9 @@ class Mxfp4Linear final : public LinearWeights {
     if (!q8) {
       code_stride_ = n * code_row;
       scale_stride_ = n * scale_row;
-      if (in_place && borrow) {
-        codes_ = codes;
-        scales_ = scales;
-        return;
-      }
-      if (in_place) {
-        own_codes_ = ByteBuffer(E * code_stride_);
-        own_scales_ = ByteBuffer(E * scale_stride_);
-        GatherRows(source, false, code_row, own_codes_.data());
-        GatherRows(source, true, scale_row, own_scales_.data());
-        ReleaseSource(source);
-      } else {
-        own_codes_ = std::move(gathered_codes);
-        own_scales_ = std::move(gathered_scales);
-        ReleaseSource(source);
-      }
+      own_codes_ = std::move(gathered_codes);
+      own_scales_ = std::move(gathered_scales);
+      ReleaseSource(source);
       codes_ = own_codes_.data();
       scales_ = own_scales_.data();
       return;

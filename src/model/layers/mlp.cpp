@@ -134,14 +134,16 @@ void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, 
     return;
   }
 
-  // Expert inputs in sorted order: f32 rows, and q8 rows when the format reads them (h
-  // quantized once, rows copied).
-  std::vector<float> xs(rows * H);
-  for (int64_t s = 0; s < S; ++s) {
-    if (row_of_slot[s] >= 0) std::memcpy(&xs[row_of_slot[s] * H], h + (s / K) * H, H * sizeof(float));
-  }
+  // Expert inputs in sorted order, in the form gate_up reads: f32 rows, or q8 rows (h quantized
+  // once, rows copied).
+  std::vector<float> xs;
   Q8Activations xq;
-  if (mlp.gate_up->needs_q8()) {
+  if (!mlp.gate_up->needs_q8()) {
+    xs.resize(rows * H);
+    for (int64_t s = 0; s < S; ++s) {
+      if (row_of_slot[s] >= 0) std::memcpy(&xs[row_of_slot[s] * H], h + (s / K) * H, H * sizeof(float));
+    }
+  } else {
     if (hq.k == 0) QuantizeQ8(h, T, H, H, hq);
     const size_t nb = H / kQ8Block;
     xq.m = rows;

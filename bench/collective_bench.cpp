@@ -27,6 +27,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "core/thread_pool.h"
 #include "dist/collective_matmul.h"
 #include "dist/communicator.h"
+#include "model/linear.h"
 
 namespace tessera {
 namespace {
@@ -177,6 +179,14 @@ std::vector<float> RandomF32(std::mt19937& rng, size_t count) {
   return v;
 }
 
+// A BF16 shard W [n, k] through the model's linear-weight path.
+std::unique_ptr<LinearWeights> Bf16Weights(const std::vector<uint16_t>& w, size_t n, size_t k) {
+  LinearSource source = LinearSource::Tensor("w", DType::kBF16, reinterpret_cast<const uint8_t*>(w.data()), 1,
+                                             static_cast<int64_t>(n), static_cast<int64_t>(k));
+  source.mapped.clear();  // a vector, not a mapping
+  return LoadLinear(source, LinearFormat::kBf16, "collective_bench");  // copied, as the model holds it
+}
+
 // The same shard with a GEMM that does nothing: the fused kernel's own messages alone (`ring`).
 LocalMatmul Idle(const LocalMatmul& shard) {
   return LocalMatmul{shard.format, shard.n, shard.k, [](const float*, size_t, float*, size_t) {}};
@@ -198,7 +208,8 @@ void BenchAllGatherMatmul(const Communicator& comm, const Args& a) {
   std::mt19937 rng(1234 + static_cast<unsigned>(r));
   const std::vector<float> x = RandomF32(rng, m_local * a.k);
   const std::vector<uint16_t> w = RandomBf16(rng, n_local * a.k, 0.05f);
-  const LocalMatmul shard = Bf16Shard(w.data(), n_local, a.k);
+  const auto weights = Bf16Weights(w, n_local, a.k);
+  const LocalMatmul shard = LinearShard(*weights);
   const LocalMatmul idle = Idle(shard);
   std::vector<float> gathered(p * m_local * a.k), y(a.m * n_local);
   const CollectiveMatmulOptions fused = Options(a, true), naive = Options(a, false);
@@ -219,7 +230,8 @@ void BenchMatmulReduceScatter(const Communicator& comm, const Args& a) {
   std::mt19937 rng(4321 + static_cast<unsigned>(r));
   const std::vector<float> x = RandomF32(rng, a.m * k_local);
   const std::vector<uint16_t> w = RandomBf16(rng, a.n * k_local, 0.05f);
-  const LocalMatmul shard = Bf16Shard(w.data(), a.n, k_local);
+  const auto weights = Bf16Weights(w, a.n, k_local);
+  const LocalMatmul shard = LinearShard(*weights);
   const LocalMatmul idle = Idle(shard);
   std::vector<float> partial(a.m * a.n), y(block * a.n);
   const CollectiveMatmulOptions fused = Options(a, true), naive = Options(a, false);

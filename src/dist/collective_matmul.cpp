@@ -20,54 +20,11 @@ namespace tessera {
 
 // ---- local shards -------------------------------------------------------------------------------
 
-const char* ShardFormatName(ShardFormat format) {
-  switch (format) {
-    case ShardFormat::kF32: return "f32";
-    case ShardFormat::kBF16: return "bf16";
-    case ShardFormat::kMXFP4: return "mxfp4";
-    case ShardFormat::kQ8Mxfp4: return "q8-mxfp4";
-    case ShardFormat::kQ8Int8: return "q8-int8";
-  }
-  return "unknown";
-}
-
-LocalMatmul Bf16Shard(const uint16_t* w, size_t n, size_t k, const float* bias) {
-  return {ShardFormat::kBF16, n, k, [=](const float* x, size_t m, float* y, size_t ldy) {
-            MatmulBf16(x, m, k, w, n, bias, y, ldy);
-          }};
-}
-
-LocalMatmul Mxfp4Shard(const uint8_t* codes, const uint8_t* scales, size_t n, size_t k, const float* bias) {
-  return {ShardFormat::kMXFP4, n, k, [=](const float* x, size_t m, float* y, size_t ldy) {
-            MatmulMxfp4(x, m, k, codes, scales, n, bias, y, ldy);
-          }};
-}
-
-LocalMatmul Q8Mxfp4Shard(const uint8_t* codes, const uint8_t* scales, size_t n, size_t k, const float* bias) {
-  return {ShardFormat::kQ8Mxfp4, n, k, [=](const float* x, size_t m, float* y, size_t ldy) {
-            Q8Activations q;
-            QuantizeQ8(x, m, k, k, q);
-            MatmulQ8Mxfp4(q, codes, scales, n, bias, y, ldy);
-          }};
-}
-
-LocalMatmul Q8Int8Shard(const uint8_t* values, const float* scales, size_t n, size_t k, const float* bias) {
-  return {ShardFormat::kQ8Int8, n, k, [=](const float* x, size_t m, float* y, size_t ldy) {
-            Q8Activations q;
-            QuantizeQ8(x, m, k, k, q);
-            MatmulQ8Int8(q, values, scales, n, bias, y, ldy);
-          }};
-}
-
-LocalMatmul F32Shard(const float* w, size_t n, size_t k, bool kn, const float* bias) {
-  return {ShardFormat::kF32, n, k, [=](const float* x, size_t m, float* y, size_t ldy) {
-            for (size_t i = 0; i < m; ++i) {
-              for (size_t j = 0; j < n; ++j) {
-                float acc = 0.0f;
-                for (size_t l = 0; l < k; ++l) acc += x[i * k + l] * (kn ? w[l * n + j] : w[j * k + l]);
-                y[i * ldy + j] = bias != nullptr ? acc + bias[j] : acc;
-              }
-            }
+LocalMatmul LinearShard(const LinearWeights& weights, const float* bias, int64_t matrix) {
+  return {weights.format(), static_cast<size_t>(weights.rows()), static_cast<size_t>(weights.cols()),
+          [&weights, bias, matrix](const float* x, size_t m, float* y, size_t ldy) {
+            Q8Activations xq;
+            Multiply(weights, x, m, xq, bias, y, matrix, ldy);
           }};
 }
 
@@ -102,9 +59,9 @@ const char* OpName(int64_t op) {
   return "unknown operation";
 }
 
-const char* FormatName(int64_t format) {
-  return format >= 0 && format <= static_cast<int64_t>(ShardFormat::kQ8Int8)
-             ? ShardFormatName(static_cast<ShardFormat>(format))
+std::string FormatName(int64_t format) {
+  return format >= 0 && format <= static_cast<int64_t>(LinearFormat::kMxfp4Q8)
+             ? std::string(LinearFormatName(static_cast<LinearFormat>(format)))
              : "unknown";
 }
 
@@ -194,10 +151,10 @@ void Validate(const Communicator& comm, Op op, const float* x, size_t m, size_t 
     if (all[r].ldy < all[r].n) {
       Fail(name, ": rank ", r, ": ldy = ", all[r].ldy, " is smaller than the shard's ", all[r].n, " output columns");
     }
-    const auto format = static_cast<ShardFormat>(all[r].format);
-    if (format != ShardFormat::kF32 && format != ShardFormat::kBF16 && all[r].wk % 32 != 0) {
-      Fail(name, ": rank ", r, ": ", FormatName(all[r].format), " weight shards need k divisible by 32 (k = ",
-           all[r].wk, ")");
+    const int64_t block = LinearFormatColumnBlock(static_cast<LinearFormat>(all[r].format));
+    if (all[r].wk % block != 0) {
+      Fail(name, ": rank ", r, ": ", FormatName(all[r].format), " weight shards need k divisible by ", block,
+           " (k = ", all[r].wk, ")");
     }
   }
   if (fused) {

@@ -42,7 +42,8 @@
 // against the shard's reduction length (§2.2.3); the same k (AllGatherMatmul) or m and n
 // (MatmulReduceScatter) on every rank; m divisible by P (MatmulReduceScatter; AllGatherMatmul's
 // m = P m_l is even by construction, but row shards of different sizes are an error, §2.2.7);
-// ldy >= n; the format's own constraint (k % 32 for MXFP4 and q8); the same options.
+// ldy >= n; the format's own constraint (k a multiple of LinearFormatColumnBlock: 32 for MXFP4 and
+// q8); the same options.
 // The TPU kernel's block constraints (k, n multiples of 128, m_l / 2 a multiple of 8: §2.2.4-6)
 // come from its MXU tiles and have no counterpart here: odd m_l, odd halves and n of any width work.
 #pragma once
@@ -53,16 +54,14 @@
 #include <string_view>
 
 #include "dist/communicator.h"
+#include "model/linear.h"
 
 namespace tessera {
 
-// Storage of a weight shard; all ranks of one collective matmul must use the same.
-enum class ShardFormat : uint8_t { kF32, kBF16, kMXFP4, kQ8Mxfp4, kQ8Int8 };
-const char* ShardFormatName(ShardFormat format);
-
 // This rank's shard of a weight matrix and the GEMM that applies it.
 struct LocalMatmul {
-  ShardFormat format = ShardFormat::kF32;
+  // The shard's storage (model/linear.h); all ranks of one collective matmul must use the same.
+  LinearFormat format = LinearFormat::kF32;
   size_t n = 0;  // output columns
   size_t k = 0;  // reduction length (x's columns)
   // y[i, j] (i < m, j < n, row stride ldy) = row i of x[m, k] times the shard. The collective
@@ -72,18 +71,11 @@ struct LocalMatmul {
   std::function<void(const float* x, size_t m, float* y, size_t ldy)> gemm;
 };
 
-// Shards in tessera's weight layouts (W [n, k] row-major, y = x W^T + bias; bias may be null).
-// The pointers must outlive the LocalMatmul.
-LocalMatmul Bf16Shard(const uint16_t* w, size_t n, size_t k, const float* bias = nullptr);
-// codes [n, k/32, 16], scales [n, k/32] (kernels/mxfp4.h).
-LocalMatmul Mxfp4Shard(const uint8_t* codes, const uint8_t* scales, size_t n, size_t k, const float* bias = nullptr);
-// The q8 layouts of kernels/q8.h; the activations are quantized per call (per row, so per-row
-// results still do not depend on m).
-LocalMatmul Q8Mxfp4Shard(const uint8_t* codes, const uint8_t* scales, size_t n, size_t k, const float* bias = nullptr);
-LocalMatmul Q8Int8Shard(const uint8_t* values, const float* scales, size_t n, size_t k, const float* bias = nullptr);
-// float32 weights, W [n, k] (kn = false) or W^T stored as [k, n] (kn = true, the TPU kernel's
-// rhs_transpose = false): a plain scalar loop (k ascending, f32), the reference for tests.
-LocalMatmul F32Shard(const float* w, size_t n, size_t k, bool kn, const float* bias = nullptr);
+// Matrix `matrix` of a LinearWeights (any format of the one linear-weight path, already sliced to
+// this rank by its LinearSource) as a shard: y = x W^T + bias (bias [rows] or null). q8 formats
+// quantize the activations per call, per row, so row results still do not depend on m. `weights`
+// and `bias` must outlive the LocalMatmul.
+LocalMatmul LinearShard(const LinearWeights& weights, const float* bias = nullptr, int64_t matrix = 0);
 
 enum class RingSchedule : uint8_t {
   kAuto,            // unidirectional for P = 2, bidirectional for P > 2

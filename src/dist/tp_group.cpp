@@ -48,7 +48,7 @@ void MpiTensorParallelGroup::ReduceScatterSum(const float* data, size_t count, f
 void MpiTensorParallelGroup::AllGatherMatmul(const float* x_local, size_t m_local, size_t k, size_t n_local,
                                              const LocalGemm& gemm, float* y) {
   LocalMatmul w;
-  w.format = ShardFormat::kF32;  // the model's mix of formats lives inside gemm
+  w.format = LinearFormat::kF32;  // the model's mix of formats lives inside gemm
   w.n = n_local;
   w.k = k;
   w.gemm = gemm;
@@ -58,7 +58,7 @@ void MpiTensorParallelGroup::AllGatherMatmul(const float* x_local, size_t m_loca
 void MpiTensorParallelGroup::MatmulReduceScatter(const float* x, size_t m, size_t k_local, size_t n,
                                                  const LocalGemm& gemm, float* y_local) {
   LocalMatmul w;
-  w.format = ShardFormat::kF32;
+  w.format = LinearFormat::kF32;
   w.n = n;
   w.k = k_local;
   w.gemm = gemm;

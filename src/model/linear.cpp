@@ -18,23 +18,24 @@ namespace {
 struct FormatRow {
   LinearFormat format;
   std::string_view name;
+  int64_t column_block;  // cols must be a multiple of it (the q8 and MXFP4 blocks: 32)
   std::unique_ptr<LinearWeights> (*make)(const LinearSource&, LinearFormat, const std::string& where, bool borrow);
 };
 
 constexpr std::array kFormats = {
-    FormatRow{LinearFormat::kBf16, "bf16",
+    FormatRow{LinearFormat::kBf16, "bf16", 1,
               [](const LinearSource& s, LinearFormat f, const std::string&, bool b) { return MakeFloatLinear(s, f, b); }},
-    FormatRow{LinearFormat::kF16, "f16",
+    FormatRow{LinearFormat::kF16, "f16", 1,
               [](const LinearSource& s, LinearFormat f, const std::string&, bool b) { return MakeFloatLinear(s, f, b); }},
-    FormatRow{LinearFormat::kF32, "f32",
+    FormatRow{LinearFormat::kF32, "f32", 1,
               [](const LinearSource& s, LinearFormat f, const std::string&, bool b) { return MakeFloatLinear(s, f, b); }},
-    FormatRow{LinearFormat::kInt8, "int8",
+    FormatRow{LinearFormat::kInt8, "int8", 32,
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeInt8Linear(s, w); }},
-    FormatRow{LinearFormat::kMxfp4, "mxfp4",
+    FormatRow{LinearFormat::kMxfp4, "mxfp4", 32,
               [](const LinearSource& s, LinearFormat, const std::string& w, bool b) {
                 return MakeMxfp4Linear(s, false, w, b);
               }},
-    FormatRow{LinearFormat::kMxfp4Q8, "mxfp4-q8",
+    FormatRow{LinearFormat::kMxfp4Q8, "mxfp4-q8", 32,
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) {
                 return MakeMxfp4Linear(s, true, w, false);
               }},
@@ -63,6 +64,7 @@ std::vector<const uint8_t*> RowPointers(const uint8_t* data, int64_t count, int6
 }  // namespace
 
 std::string_view LinearFormatName(LinearFormat format) { return RowOf(format).name; }
+int64_t LinearFormatColumnBlock(LinearFormat format) { return RowOf(format).column_block; }
 
 LinearSource LinearSource::Tensor(std::string name, DType dtype, const uint8_t* data, int64_t count, int64_t rows,
                                   int64_t cols, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols) {

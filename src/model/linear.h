@@ -29,6 +29,9 @@ namespace tessera {
 
 enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8 };
 std::string_view LinearFormatName(LinearFormat format);
+// A format's matrices have a multiple of this many columns (32 for the q8 and MXFP4 blocks, 1 for
+// the float formats).
+int64_t LinearFormatColumnBlock(LinearFormat format);
 
 class LinearWeights {
  public:

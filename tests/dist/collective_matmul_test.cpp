@@ -45,13 +45,13 @@ using dist_test::SharedSeed;
 
 constexpr float kUnitRoundoff = std::numeric_limits<float>::epsilon() / 2;
 
-bool IsQ8(ShardFormat format) { return format == ShardFormat::kQ8Mxfp4 || format == ShardFormat::kQ8Int8; }
-bool IsMxfp4Based(ShardFormat format) { return format == ShardFormat::kMXFP4 || format == ShardFormat::kQ8Mxfp4; }
+bool IsQ8(LinearFormat format) { return format == LinearFormat::kMxfp4Q8 || format == LinearFormat::kInt8; }
+bool IsMxfp4Based(LinearFormat format) { return format == LinearFormat::kMxfp4 || format == LinearFormat::kMxfp4Q8; }
 
 // A global weight matrix W [n, k] in one format (q8 formats keep their source: BF16 for int8,
 // MXFP4 for q8-mxfp4) and its exact float decoding.
 struct GlobalWeights {
-  ShardFormat format = ShardFormat::kF32;
+  LinearFormat format = LinearFormat::kF32;
   size_t n = 0, k = 0;
   std::vector<float> decoded;             // [n, k]
   std::vector<uint16_t> bf16;             // [n, k]
@@ -59,7 +59,7 @@ struct GlobalWeights {
 };
 
 // Rows in `selector_rows` become e_0 (weight 1 on column 0, 0 elsewhere).
-GlobalWeights RandomWeights(std::mt19937_64& rng, ShardFormat format, size_t n, size_t k,
+GlobalWeights RandomWeights(std::mt19937_64& rng, LinearFormat format, size_t n, size_t k,
                             const std::vector<size_t>& selector_rows) {
   GlobalWeights w;
   w.format = format;
@@ -94,7 +94,7 @@ GlobalWeights RandomWeights(std::mt19937_64& rng, ShardFormat format, size_t n, 
       w.decoded[j * k + c] = v;
     }
   }
-  if (format != ShardFormat::kF32) {
+  if (format != LinearFormat::kF32) {
     w.bf16.resize(n * k);
     for (size_t i = 0; i < n * k; ++i) {
       w.bf16[i] = F32ToBf16(w.decoded[i]);
@@ -104,13 +104,13 @@ GlobalWeights RandomWeights(std::mt19937_64& rng, ShardFormat format, size_t n, 
   return w;
 }
 
-// The block W[row0 : row0 + rows, col0 : col0 + cols] as one rank's shard, owning its storage
-// (the LocalMatmul points into it, so a Shard never moves).
+// The block W[row0 : row0 + rows, col0 : col0 + cols] as one rank's shard, built through the
+// model's one linear-weight path (LinearSource slice -> LoadLinear in w.format); owns its storage
+// (the LocalMatmul points into it, so a Shard never moves). kn (F32 only): W^T stored [k, n], the
+// TPU kernel's rhs_transpose = false, multiplied by a plain scalar loop (k ascending, f32).
 struct Shard {
-  std::vector<float> f32;
-  std::vector<uint16_t> bf16;
-  std::vector<uint8_t> codes, scales;
-  std::vector<float> q8_scales;
+  std::unique_ptr<LinearWeights> weights;
+  std::vector<float> f32_kn;
   LocalMatmul matmul;
 };
 
@@ -118,54 +118,40 @@ std::unique_ptr<Shard> MakeShard(const GlobalWeights& w, size_t row0, size_t row
                                  const float* bias) {
   auto shard = std::make_unique<Shard>();
   Shard& s = *shard;
-  switch (w.format) {
-    case ShardFormat::kF32:
-      s.f32.resize(rows * cols);
-      for (size_t j = 0; j < rows; ++j) {
-        for (size_t c = 0; c < cols; ++c) {
-          const float v = w.decoded[(row0 + j) * w.k + col0 + c];
-          (kn ? s.f32[c * rows + j] : s.f32[j * cols + c]) = v;
-        }
-      }
-      s.matmul = F32Shard(s.f32.data(), rows, cols, kn, bias);
-      break;
-    case ShardFormat::kBF16:
-    case ShardFormat::kQ8Int8:
-      s.bf16.resize(rows * cols);
-      for (size_t j = 0; j < rows; ++j) {
-        std::memcpy(s.bf16.data() + j * cols, w.bf16.data() + (row0 + j) * w.k + col0, cols * sizeof(uint16_t));
-      }
-      if (w.format == ShardFormat::kBF16) {
-        s.matmul = Bf16Shard(s.bf16.data(), rows, cols, bias);
-      } else {
-        s.codes.resize(Q8Int8Bytes(rows, cols));
-        s.q8_scales.resize(Q8PaddedColumns(rows));
-        EXPECT_TRUE(QuantizeBf16ToQ8Int8(s.bf16.data(), rows, cols, s.codes.data(), s.q8_scales.data(), nullptr));
-        s.matmul = Q8Int8Shard(s.codes.data(), s.q8_scales.data(), rows, cols, bias);
-      }
-      break;
-    case ShardFormat::kMXFP4:
-    case ShardFormat::kQ8Mxfp4: {
-      const size_t nb = w.k / kMxfp4BlockSize, shard_nb = cols / kMxfp4BlockSize, g0 = col0 / kMxfp4BlockSize;
-      std::vector<uint8_t> blocks(rows * shard_nb * kMxfp4BlockBytes), scales(rows * shard_nb);
-      for (size_t j = 0; j < rows; ++j) {
-        std::memcpy(blocks.data() + j * shard_nb * kMxfp4BlockBytes,
-                    w.blocks.data() + ((row0 + j) * nb + g0) * kMxfp4BlockBytes, shard_nb * kMxfp4BlockBytes);
-        std::memcpy(scales.data() + j * shard_nb, w.scales.data() + (row0 + j) * nb + g0, shard_nb);
-      }
-      if (w.format == ShardFormat::kMXFP4) {
-        s.codes = std::move(blocks);
-        s.scales = std::move(scales);
-        s.matmul = Mxfp4Shard(s.codes.data(), s.scales.data(), rows, cols, bias);
-      } else {
-        s.codes.resize(Q8Mxfp4CodeBytes(rows, cols));
-        s.scales.resize(Q8Mxfp4ScaleBytes(rows, cols));
-        EXPECT_TRUE(PackMxfp4ForQ8(blocks.data(), scales.data(), rows, cols, s.codes.data(), s.scales.data(), nullptr));
-        s.matmul = Q8Mxfp4Shard(s.codes.data(), s.scales.data(), rows, cols, bias);
-      }
-      break;
+  if (kn) {
+    EXPECT_EQ(w.format, LinearFormat::kF32);
+    s.f32_kn.resize(rows * cols);
+    for (size_t j = 0; j < rows; ++j) {
+      for (size_t c = 0; c < cols; ++c) s.f32_kn[c * rows + j] = w.decoded[(row0 + j) * w.k + col0 + c];
     }
+    const float* wt = s.f32_kn.data();
+    s.matmul = {LinearFormat::kF32, rows, cols, [=](const float* x, size_t m, float* y, size_t ldy) {
+                  for (size_t i = 0; i < m; ++i) {
+                    for (size_t j = 0; j < rows; ++j) {
+                      float acc = 0.0f;
+                      for (size_t l = 0; l < cols; ++l) acc += x[i * cols + l] * wt[l * rows + j];
+                      y[i * ldy + j] = bias != nullptr ? acc + bias[j] : acc;
+                    }
+                  }
+                }};
+    return shard;
   }
+  const auto n = static_cast<int64_t>(w.n), k = static_cast<int64_t>(w.k);
+  const auto r0 = static_cast<int64_t>(row0), nr = static_cast<int64_t>(rows);
+  const auto c0 = static_cast<int64_t>(col0), nc = static_cast<int64_t>(cols);
+  LinearSource source;
+  if (IsMxfp4Based(w.format)) {
+    source = LinearSource::Mxfp4Tensor("w", w.blocks.data(), w.scales.data(), 1, n, k, r0, nr, c0, nc);
+  } else if (w.format == LinearFormat::kF32) {
+    source = LinearSource::Tensor("w", DType::kF32, reinterpret_cast<const uint8_t*>(w.decoded.data()), 1, n, k, r0,
+                                  nr, c0, nc);
+  } else {
+    source = LinearSource::Tensor("w", DType::kBF16, reinterpret_cast<const uint8_t*>(w.bf16.data()), 1, n, k, r0, nr,
+                                  c0, nc);
+  }
+  source.mapped.clear();  // test vectors, not a mapping: nothing to release
+  s.weights = LoadLinear(source, w.format, "test");
+  s.matmul = LinearShard(*s.weights, bias);
   return shard;
 }
 
@@ -179,10 +165,10 @@ std::vector<float> RandomRows(std::mt19937_64& rng, size_t m, size_t k) {
   return x;
 }
 
-std::string Describe(ShardFormat format, size_t m, size_t k, size_t n, const CollectiveMatmulOptions& o, bool kn,
+std::string Describe(LinearFormat format, size_t m, size_t k, size_t n, const CollectiveMatmulOptions& o, bool kn,
                      uint64_t seed) {
   static const char* kSchedules[] = {"auto", "unidirectional", "bidirectional"};
-  return StrCat(ShardFormatName(format), kn ? " (W stored [k, n])" : "", " m=", m, " k=", k, " n=", n,
+  return StrCat(LinearFormatName(format), kn ? " (W stored [k, n])" : "", " m=", m, " k=", k, " n=", n,
                 " piece_rows=", o.piece_rows, " schedule=", kSchedules[static_cast<int>(o.schedule)],
                 " overlap=", o.overlap, " P=", World().size(), " seed=", seed);
 }
@@ -190,7 +176,7 @@ std::string Describe(ShardFormat format, size_t m, size_t k, size_t n, const Col
 // ---- AllGather + MatMul --------------------------------------------------------------------------
 
 struct AgCase {
-  ShardFormat format;
+  LinearFormat format;
   size_t m_local, k, n_local;
   CollectiveMatmulOptions options;
   bool kn = false;
@@ -268,25 +254,25 @@ TEST_F(AllGatherMatmulTest, MatchesTheUnfusedGemmBitForBit) {
   const std::vector<AgCase> cases = {
       // BF16 (the prefill path): one-row shards (empty lower half), odd shards, many pieces,
       // both schedules forced, with and without the GEMM thread, k not a multiple of 32.
-      {ShardFormat::kBF16, 1, 64, 17, opts(128, RS::kAuto, true)},
-      {ShardFormat::kBF16, 3, 96, 80, opts(1, RS::kAuto, true)},
-      {ShardFormat::kBF16, 37, 64, 17, opts(5, RS::kBidirectional, true)},
-      {ShardFormat::kBF16, 37, 64, 17, opts(5, RS::kUnidirectional, true)},
-      {ShardFormat::kBF16, 8, 96, 1, opts(3, RS::kAuto, false)},
-      {ShardFormat::kBF16, 37, 40, 9, opts(4, RS::kBidirectional, false)},
-      {ShardFormat::kBF16, 64, 64, 130, opts(16, RS::kAuto, true)},  // past the dot-form rows
+      {LinearFormat::kBf16, 1, 64, 17, opts(128, RS::kAuto, true)},
+      {LinearFormat::kBf16, 3, 96, 80, opts(1, RS::kAuto, true)},
+      {LinearFormat::kBf16, 37, 64, 17, opts(5, RS::kBidirectional, true)},
+      {LinearFormat::kBf16, 37, 64, 17, opts(5, RS::kUnidirectional, true)},
+      {LinearFormat::kBf16, 8, 96, 1, opts(3, RS::kAuto, false)},
+      {LinearFormat::kBf16, 37, 40, 9, opts(4, RS::kBidirectional, false)},
+      {LinearFormat::kBf16, 64, 64, 130, opts(16, RS::kAuto, true)},  // past the dot-form rows
       // Halves longer than a piece: the shrinking last pieces (16 = 8 + 4 + 2 + 1 + 1 rows).
-      {ShardFormat::kBF16, 50, 64, 20, opts(16, RS::kBidirectional, true)},
-      {ShardFormat::kBF16, 50, 64, 20, opts(16, RS::kUnidirectional, false)},
-      {ShardFormat::kMXFP4, 5, 64, 33, opts(2, RS::kAuto, true)},
-      {ShardFormat::kMXFP4, 4, 96, 16, opts(128, RS::kBidirectional, false)},
-      {ShardFormat::kF32, 7, 10, 5, opts(3, RS::kAuto, true), /*kn=*/false},
-      {ShardFormat::kF32, 7, 10, 5, opts(3, RS::kUnidirectional, true), /*kn=*/true},
-      {ShardFormat::kQ8Int8, 9, 64, 20, opts(4, RS::kAuto, true)},
-      {ShardFormat::kQ8Mxfp4, 6, 64, 32, opts(2, RS::kBidirectional, true)},
+      {LinearFormat::kBf16, 50, 64, 20, opts(16, RS::kBidirectional, true)},
+      {LinearFormat::kBf16, 50, 64, 20, opts(16, RS::kUnidirectional, false)},
+      {LinearFormat::kMxfp4, 5, 64, 33, opts(2, RS::kAuto, true)},
+      {LinearFormat::kMxfp4, 4, 96, 16, opts(128, RS::kBidirectional, false)},
+      {LinearFormat::kF32, 7, 10, 5, opts(3, RS::kAuto, true), /*kn=*/false},
+      {LinearFormat::kF32, 7, 10, 5, opts(3, RS::kUnidirectional, true), /*kn=*/true},
+      {LinearFormat::kInt8, 9, 64, 20, opts(4, RS::kAuto, true)},
+      {LinearFormat::kMxfp4Q8, 6, 64, 32, opts(2, RS::kBidirectional, true)},
       // Empty: no rows, no columns.
-      {ShardFormat::kBF16, 0, 64, 17, opts(4, RS::kAuto, true)},
-      {ShardFormat::kBF16, 5, 64, 0, opts(4, RS::kAuto, true)},
+      {LinearFormat::kBf16, 0, 64, 17, opts(4, RS::kAuto, true)},
+      {LinearFormat::kBf16, 5, 64, 0, opts(4, RS::kAuto, true)},
   };
   const uint64_t seed = SharedSeed();
   for (size_t i = 0; i < cases.size(); ++i) CheckAllGatherMatmul(cases[i], seed + i);
@@ -299,18 +285,18 @@ TEST_F(AllGatherMatmulTest, UpstreamSweepWithFreshSeeds) {
     for (bool kn : {false, true}) {
       CollectiveMatmulOptions o;
       o.piece_rows = 3;
-      CheckAllGatherMatmul({ShardFormat::kF32, 16, 24, 8, o, kn}, seed + 2 * i + kn);
+      CheckAllGatherMatmul({LinearFormat::kF32, 16, 24, 8, o, kn}, seed + 2 * i + kn);
     }
     CollectiveMatmulOptions o;
     o.piece_rows = 8;
-    CheckAllGatherMatmul({ShardFormat::kBF16, 48, 128, 64, o}, seed + 100 + i);
+    CheckAllGatherMatmul({LinearFormat::kBf16, 48, 128, 64, o}, seed + 100 + i);
   }
 }
 
 // ---- MatMul + ReduceScatter ----------------------------------------------------------------------
 
 struct RsCase {
-  ShardFormat format;
+  LinearFormat format;
   size_t block, k_total, n;  // m = block * P rows; K split over the ranks as evenly as the format allows
   CollectiveMatmulOptions options;
   bool kn = false;
@@ -322,7 +308,7 @@ void CheckMatmulReduceScatter(const RsCase& c, uint64_t seed) {
   const size_t m = c.block * p;
   SCOPED_TRACE(Describe(c.format, m, c.k_total, c.n, c.options, c.kn, seed));
   // K split: contiguous slices, sizes differing by at most one quantum (32 for the block formats).
-  const size_t quantum = c.format == ShardFormat::kF32 || c.format == ShardFormat::kBF16 ? 1 : kMxfp4BlockSize;
+  const auto quantum = static_cast<size_t>(LinearFormatColumnBlock(c.format));
   const size_t units = c.k_total / quantum;
   std::vector<size_t> k_begin(p + 1, 0);
   for (size_t q = 0; q < p; ++q) k_begin[q + 1] = k_begin[q] + (units / p + (q < units % p ? 1 : 0)) * quantum;
@@ -425,21 +411,21 @@ TEST_F(MatmulReduceScatterTest, MatchesTheSumOfPartialProducts) {
     return o;
   };
   const std::vector<RsCase> cases = {
-      {ShardFormat::kBF16, 1, 64, 17, opts(128, RS::kAuto, true)},
-      {ShardFormat::kBF16, 3, 100, 40, opts(1, RS::kAuto, true)},  // K = 100: uneven slices
-      {ShardFormat::kBF16, 21, 64, 33, opts(4, RS::kBidirectional, true)},
-      {ShardFormat::kBF16, 21, 64, 33, opts(4, RS::kUnidirectional, false)},
-      {ShardFormat::kBF16, 8, 96, 1, opts(3, RS::kAuto, true)},
-      {ShardFormat::kBF16, 16, 128, 130, opts(8, RS::kAuto, true)},
-      {ShardFormat::kBF16, 50, 64, 20, opts(16, RS::kBidirectional, true)},  // shrinking last pieces
-      {ShardFormat::kBF16, 50, 64, 20, opts(16, RS::kUnidirectional, true)},
-      {ShardFormat::kMXFP4, 5, 128, 24, opts(2, RS::kAuto, true)},
-      {ShardFormat::kF32, 7, 13, 6, opts(3, RS::kAuto, false), /*kn=*/false},
-      {ShardFormat::kF32, 7, 13, 6, opts(2, RS::kBidirectional, true), /*kn=*/true},
-      {ShardFormat::kQ8Int8, 6, 128, 20, opts(4, RS::kAuto, true)},
-      {ShardFormat::kQ8Mxfp4, 3, 128, 32, opts(1, RS::kAuto, true)},
-      {ShardFormat::kBF16, 0, 64, 17, opts(4, RS::kAuto, true)},
-      {ShardFormat::kBF16, 5, 64, 0, opts(4, RS::kAuto, true)},
+      {LinearFormat::kBf16, 1, 64, 17, opts(128, RS::kAuto, true)},
+      {LinearFormat::kBf16, 3, 100, 40, opts(1, RS::kAuto, true)},  // K = 100: uneven slices
+      {LinearFormat::kBf16, 21, 64, 33, opts(4, RS::kBidirectional, true)},
+      {LinearFormat::kBf16, 21, 64, 33, opts(4, RS::kUnidirectional, false)},
+      {LinearFormat::kBf16, 8, 96, 1, opts(3, RS::kAuto, true)},
+      {LinearFormat::kBf16, 16, 128, 130, opts(8, RS::kAuto, true)},
+      {LinearFormat::kBf16, 50, 64, 20, opts(16, RS::kBidirectional, true)},  // shrinking last pieces
+      {LinearFormat::kBf16, 50, 64, 20, opts(16, RS::kUnidirectional, true)},
+      {LinearFormat::kMxfp4, 5, 128, 24, opts(2, RS::kAuto, true)},
+      {LinearFormat::kF32, 7, 13, 6, opts(3, RS::kAuto, false), /*kn=*/false},
+      {LinearFormat::kF32, 7, 13, 6, opts(2, RS::kBidirectional, true), /*kn=*/true},
+      {LinearFormat::kInt8, 6, 128, 20, opts(4, RS::kAuto, true)},
+      {LinearFormat::kMxfp4Q8, 3, 128, 32, opts(1, RS::kAuto, true)},
+      {LinearFormat::kBf16, 0, 64, 17, opts(4, RS::kAuto, true)},
+      {LinearFormat::kBf16, 5, 64, 0, opts(4, RS::kAuto, true)},
   };
   const uint64_t seed = SharedSeed();
   for (size_t i = 0; i < cases.size(); ++i) CheckMatmulReduceScatter(cases[i], seed + i);
@@ -451,11 +437,11 @@ TEST_F(MatmulReduceScatterTest, UpstreamSweepWithFreshSeeds) {
     for (bool kn : {false, true}) {
       CollectiveMatmulOptions o;
       o.piece_rows = 2;
-      CheckMatmulReduceScatter({ShardFormat::kF32, 6, 20, 8, o, kn}, seed + 2 * i + kn);
+      CheckMatmulReduceScatter({LinearFormat::kF32, 6, 20, 8, o, kn}, seed + 2 * i + kn);
     }
     CollectiveMatmulOptions o;
     o.piece_rows = 5;
-    CheckMatmulReduceScatter({ShardFormat::kBF16, 24, 256, 48, o}, seed + 100 + i);
+    CheckMatmulReduceScatter({LinearFormat::kBf16, 24, 256, 48, o}, seed + 100 + i);
   }
 }
 
@@ -477,9 +463,9 @@ TEST_F(CollectiveMatmulValidationTest, EveryErrorIsThrownOnEveryRankBeforeAnyWor
   const int p = world.size(), r = world.rank();
   constexpr size_t kM = 4, kK = 64, kN = 8;
   std::mt19937_64 rng(5);
-  const GlobalWeights w64 = RandomWeights(rng, ShardFormat::kBF16, kN, kK, {});
-  const GlobalWeights w32 = RandomWeights(rng, ShardFormat::kBF16, kN, 32, {});
-  const GlobalWeights w48 = RandomWeights(rng, ShardFormat::kMXFP4, kN, 64, {});
+  const GlobalWeights w64 = RandomWeights(rng, LinearFormat::kBf16, kN, kK, {});
+  const GlobalWeights w32 = RandomWeights(rng, LinearFormat::kBf16, kN, 32, {});
+  const GlobalWeights w48 = RandomWeights(rng, LinearFormat::kMxfp4, kN, 64, {});
   const auto bf16 = MakeShard(w64, 0, kN, 0, kK, false, nullptr);
   const auto narrow = MakeShard(w32, 0, kN, 0, 32, false, nullptr);
   const auto mxfp4 = MakeShard(w48, 0, kN, 0, kK, false, nullptr);

@@ -119,9 +119,12 @@ struct Shape {
   size_t n, k;
 };
 // gpt-oss-20b (../shared/reference/performance.md §2): attention q / k,v / o, unembedding; expert
-// gate_up and down. The dense shapes also serve F16 and F32 (checkpoints of other families).
-const Shape kBf16Shapes[] = {
-    {"attn_q", 4096, 2880}, {"attn_kv", 512, 2880}, {"attn_o", 2880, 4096}, {"lm_head", 201088, 2880}};
+// gate_up and down. Llama-3.1-8B's MLP (gate and up interleaved into one matrix, as the model
+// holds them; down) for the long rows of the dense families. The dense shapes also serve F16 and
+// F32 (checkpoints of other families).
+const Shape kBf16Shapes[] = {{"attn_q", 4096, 2880},           {"attn_kv", 512, 2880},
+                             {"attn_o", 2880, 4096},           {"lm_head", 201088, 2880},
+                             {"llama8b_gate_up", 28672, 4096}, {"llama8b_down", 4096, 14336}};
 const Shape kMxfp4Shapes[] = {{"moe_gate_up", 5760, 2880}, {"moe_down", 2880, 2880}};
 
 enum class Format { kBf16, kF16, kF32, kMxfp4 };

@@ -53,10 +53,14 @@ constexpr size_t kDotCols = 4;     // weight rows (output columns) per dot pass
 // 5 <= m <= kDotMaxRows (BF16, F16, F32): kDotCols weight rows widened to f32 once per chunk of
 // this many elements (4 x 512 B, in L1), then multiplied into the rows in groups of <= 4.
 constexpr size_t kWidenChunk = 128;
-// Dot passes prefetch the weights this many passes ahead: without it the hardware prefetchers
-// reach only about 40% of the read bandwidth on the MXFP4 pattern and 0.86-0.92 on BF16 rows
-// (measured; with it both stream at the read ceiling).
+// MXFP4 dot passes prefetch the weights this many passes ahead: without it the hardware
+// prefetchers reach only about 40% of the read bandwidth on that pattern (measured).
 constexpr size_t kPrefetchTiles = 2;
+// 16- and 32-bit weight rows: each of a pass's rows is prefetched this many bytes ahead of where
+// it is read. Passes ahead (as for MXFP4) put the prefetches 4 rows away, 90 KB to 460 KB ahead
+// on the dense families' long rows, and held BF16 decode to 0.6-0.8 of the read ceiling
+// (docs/BENCHMARKS.md, "Dense families").
+constexpr size_t kPrefetchAheadBytes = 1024;
 static_assert(kDotCols * kMxfp4BlockBytes == 64, "one prefetched line per block step");
 constexpr size_t kNr = 64;        // GEMM columns per panel (4 zmm)
 constexpr int kMaxMr = 6;         // GEMM micro-tile rows (6 x 4 accumulators)
@@ -210,9 +214,10 @@ inline float Finish(__m512 acc, const float* bias, size_t j) {
 
 // Steps [i, end) of R rows of x (stride k) against C consecutive weight rows starting at w,
 // into acc[r][c] (i a multiple of 16; end a multiple of 16 or k, a partial last step masked, its
-// elements past the end counting as 0 * 0). pf: where to prefetch, the same offsets some rows
-// ahead (one line per row per 64 bytes of weights: every other step for 16-bit weights, every
-// step for F32), which the hardware prefetchers alone do not keep up with. Step t of every
+// elements past the end counting as 0 * 0). pf: where to prefetch, the same offsets
+// kPrefetchAheadBytes further along each row (one line per row per 64 bytes of weights: every
+// other step for 16-bit weights, every step for F32), which the hardware prefetchers alone do not
+// keep up with. Step t of every
 // accumulator is elements 16t .. 16t+15 whatever the split into calls.
 template <typename W, int R, int C>
 __attribute__((always_inline)) inline void DotSteps(const float* x, size_t k, size_t i, size_t end,
@@ -260,7 +265,7 @@ void DotTile(const float* x, size_t k, const typename W::Elem* w, const float* b
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   }
-  DotSteps<W, R, C>(x, k, 0, k, w, reinterpret_cast<const char*>(w + kPrefetchTiles * C * k), acc);
+  DotSteps<W, R, C>(x, k, 0, k, w, reinterpret_cast<const char*>(w) + kPrefetchAheadBytes, acc);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
@@ -328,7 +333,7 @@ void DotTileWidened(const float* x, size_t k, const typename W::Elem* w, const f
   __m512 acc[R * C];
 #pragma GCC unroll 64
   for (int v = 0; v < R * C; ++v) acc[v] = _mm512_setzero_ps();
-  const char* pf = reinterpret_cast<const char*>(w + kPrefetchTiles * C * k);
+  const char* pf = reinterpret_cast<const char*>(w) + kPrefetchAheadBytes;
   for (size_t i0 = 0; i0 < k; i0 += kWidenChunk) {
     const size_t i1 = i0 + kWidenChunk < k ? i0 + kWidenChunk : k;
     for (size_t i = i0; i < i1; i += 16) {

@@ -21,7 +21,6 @@ namespace {
 
 const std::string kGoldenDir = std::string(TESSERA_TEST_DATA) + "/gpt_oss_golden/";
 
-
 TEST(Perplexity, MatchesTransformersFloat32OnTheGoldens) {
   for (const char* name : {"tiny_a", "tiny_b", "tiny_c"}) {
     SCOPED_TRACE(name);
@@ -72,6 +71,53 @@ TEST(Perplexity, WindowsScoreEachTokenOnceWithTheirOwnContext) {
     EXPECT_EQ(got.scored, stride < context ? n - 1 : n - got.windows);
     EXPECT_NEAR(got.mean_nll, sum / static_cast<double>(scored), 1e-9 * got.mean_nll);
   }
+}
+
+// Against a reference model: the model against itself gives KL 0 and full agreement; the fast
+// path against the exact one gives the mean over the scored positions of RowKl, computed here
+// from one forward per window of each, and RowKl itself is KL(p || q) in closed form.
+TEST(Perplexity, ComparesWithAReferenceModelOverTheSameWindows) {
+  const std::vector<float> p = {0.0f, 1.0f, -2.0f}, q = {0.5f, 0.5f, 0.0f};
+  const std::vector<double> pd(p.begin(), p.end()), qd(q.begin(), q.end());
+  double want = 0.0, zp = 0.0, zq = 0.0;
+  for (int i = 0; i < 3; ++i) zp += std::exp(pd[i]), zq += std::exp(qd[i]);
+  for (int i = 0; i < 3; ++i) want += std::exp(pd[i]) / zp * ((pd[i] - std::log(zp)) - (qd[i] - std::log(zq)));
+  EXPECT_NEAR(RowKl(p, q), want, 1e-12);
+  EXPECT_EQ(RowKl(p, p), 0.0);
+
+  const auto exact = Model::Load(kGoldenDir + "tiny_a");
+  const auto fast = Model::Load(kGoldenDir + "tiny_a", ModelOptions{.precision = Precision::kFast});
+  const std::vector<int32_t> seq = GoldenSequence("tiny_a");
+  const PerplexityResult self = EvaluatePerplexity(*exact, seq, {.context = 16, .reference = exact.get()});
+  EXPECT_EQ(self.mean_kl, 0.0);
+  EXPECT_EQ(self.top1_agreement, 1.0);
+  const PerplexityResult got = EvaluatePerplexity(*fast, seq, {.context = 16, .stride = 8, .reference = exact.get()});
+  const int64_t n = static_cast<int64_t>(seq.size()), V = exact->vocab_size();
+  double kl = 0.0, max_kl = 0.0;
+  int64_t scored = 0, agree = 0, scored_end = 1;
+  std::vector<float> a, b;
+  for (int64_t begin = 0;; begin += 8) {
+    const int64_t end = std::min<int64_t>(begin + 16, n);
+    KvCache ca(exact->cache_config(), 16, KvType::kF32), cb(fast->cache_config(), 16, KvType::kF32);
+    exact->Forward(std::span<const int32_t>(seq).subspan(begin, end - begin), 0, ca, LogitsMode::kAll, a);
+    fast->Forward(std::span<const int32_t>(seq).subspan(begin, end - begin), 0, cb, LogitsMode::kAll, b);
+    for (int64_t t = std::max(scored_end, begin + 1); t < end; ++t) {
+      const std::span<const float> ra = std::span<const float>(a).subspan((t - 1 - begin) * V, V);
+      const std::span<const float> rb = std::span<const float>(b).subspan((t - 1 - begin) * V, V);
+      const double d = RowKl(ra, rb);
+      kl += d;
+      max_kl = std::max(max_kl, d);
+      agree += ArgmaxOf(ra.data(), V) == ArgmaxOf(rb.data(), V);
+      ++scored;
+    }
+    scored_end = std::max(scored_end, end);
+    if (end == n) break;
+  }
+  ASSERT_EQ(got.scored, scored);
+  EXPECT_GT(got.mean_kl, 0.0);
+  EXPECT_NEAR(got.mean_kl, kl / static_cast<double>(scored), 1e-12);
+  EXPECT_EQ(got.max_kl, max_kl);
+  EXPECT_EQ(got.top1_agreement, static_cast<double>(agree) / static_cast<double>(scored));
 }
 
 TEST(Perplexity, BadOptionsAreOneLineErrors) {

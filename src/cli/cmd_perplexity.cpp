@@ -2,6 +2,9 @@
 // fixed-length windows (engine/perplexity.h, transformers' strided method; llama.cpp's
 // llama-perplexity reports the same quantities). The file is tokenized as it is (no chat
 // rendering, no BOS). Progress on stderr, one line per window; the result on stdout.
+// --compare-exact also loads the checkpoint on the exact path and reports, over the same windows,
+// KL(exact || this run) and the top-1 agreement (llama.cpp's --kl-divergence, without its logits
+// file: both models are resident, so it needs twice the memory).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -26,6 +29,7 @@ struct PerplexityArgs {
   int64_t stride = 0;
   std::string kv_type = "f32";
   bool json = false;
+  bool compare_exact = false;
   ModelArgs model_args;
 };
 
@@ -36,11 +40,20 @@ void RunPerplexity(const PerplexityArgs& a) {
   const std::string text = ReadFile(a.file);
   const ModelOptions options = ToModelOptions(a.model_args);
   const auto model = Model::Load(a.model, options);
+  std::unique_ptr<Model> exact;
+  if (a.compare_exact) {
+    ModelOptions exact_options = options;
+    exact_options.precision = Precision::kExact;
+    exact_options.dense = DenseWeights::kBf16;
+    exact_options.exact_layers = 0;
+    exact = Model::Load(a.model, exact_options);
+  }
   const Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
   const std::vector<int32_t> tokens = tokenizer.Encode(text);
   if (tokens.size() < 2) Fail(a.file, ": ", tokens.size(), " token(s); perplexity needs at least 2");
   const bool prints = PrintsForTheJob(options);
-  PerplexityOptions po{.context = a.context, .stride = a.stride, .kv_type = ParseKvType(a.kv_type)};
+  PerplexityOptions po{
+      .context = a.context, .stride = a.stride, .kv_type = ParseKvType(a.kv_type), .reference = exact.get()};
   const PerplexityResult r = EvaluatePerplexity(*model, tokens, po, [&](int64_t done, int64_t total,
                                                                           const PerplexityResult& so_far) {
     if (!prints) return;
@@ -62,7 +75,9 @@ void RunPerplexity(const PerplexityArgs& a) {
                                 {"perplexity_stderr", r.perplexity_stderr()},
                                 {"seconds", r.seconds},
                                 {"tokens_per_second", r.tokens_per_second()}};
-    std::printf("%s\n", out.dump().c_str());
+    nlohmann::json with = out;
+    if (exact) with["vs_exact"] = {{"mean_kl", r.mean_kl}, {"max_kl", r.max_kl}, {"top1_agreement", r.top1_agreement}};
+    std::printf("%s\n", with.dump().c_str());
     return;
   }
   std::printf("perplexity: %.4f +/- %.4f (mean NLL %.6f +/- %.6f nats) over %lld tokens of %lld, %lld windows of "
@@ -70,6 +85,10 @@ void RunPerplexity(const PerplexityArgs& a) {
               r.perplexity(), r.perplexity_stderr(), r.mean_nll, r.nll_stderr, static_cast<long long>(r.scored),
               static_cast<long long>(r.tokens), static_cast<long long>(r.windows), static_cast<long long>(a.context),
               r.tokens_per_second());
+  if (exact) {
+    std::printf("against the exact path: mean KL %.6f nats, max KL %.6f, top-1 agreement %.2f %%\n", r.mean_kl,
+                r.max_kl, 100.0 * r.top1_agreement);
+  }
 }
 
 }  // namespace
@@ -87,6 +106,9 @@ void RegisterPerplexity(CLI::App& app) {
   cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32 (default) or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_flag("--json", args->json, "print the result as one JSON object");
+  cmd->add_flag("--compare-exact", args->compare_exact,
+                "also run the checkpoint on the exact path over the same windows and report KL(exact || this run) "
+                "and the top-1 agreement (holds both models in memory)");
   AddModelOptions(cmd, args->model_args, "fast");
   cmd->callback([args] { RunPerplexity(*args); });
 }

@@ -12,6 +12,10 @@
 // is not scored, as in transformers.
 // NLL of a token = logsumexp(logits) - logits[token], in double. Perplexity = exp(mean NLL); its
 // standard error by the delta method, exp(mean) * stderr(mean NLL).
+// With a reference model (the same checkpoint on the exact path, say), every scored position is
+// also compared with the reference's distribution over the same windows, as llama.cpp's
+// --kl-divergence: KL(reference || model) in nats (mean and max) and how often both put the same
+// token first.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,7 @@ struct PerplexityOptions {
   int64_t context = 0;  // window length, 2 <= context <= max_position_embeddings
   int64_t stride = 0;   // 1 <= stride <= context; 0 means context (disjoint windows)
   KvType kv_type = KvType::kF32;
+  const Model* reference = nullptr;  // optional; same vocabulary
 };
 
 struct PerplexityResult {
@@ -35,6 +40,9 @@ struct PerplexityResult {
   double mean_nll = 0.0;
   double nll_stderr = 0.0;  // standard error of mean_nll (sample sd / sqrt(scored)); 0 for one token
   double seconds = 0.0;     // time in the forward passes and scoring
+  // Against options.reference (zero without one):
+  double mean_kl = 0.0, max_kl = 0.0;
+  double top1_agreement = 0.0;  // fraction of scored positions with the same argmax
   double perplexity() const;
   double perplexity_stderr() const;
   double tokens_per_second() const { return seconds > 0 ? static_cast<double>(scored) / seconds : 0.0; }
@@ -48,5 +56,7 @@ PerplexityResult EvaluatePerplexity(const Model& model, std::span<const int32_t>
 
 // -log softmax(logits)[target] of one row, in double.
 double TokenNll(std::span<const float> logits, int32_t target);
+// KL(softmax(reference) || softmax(logits)) of one row, in double (nats).
+double RowKl(std::span<const float> reference, std::span<const float> logits);
 
 }  // namespace tessera

@@ -48,7 +48,7 @@ struct RunArgs {
   float top_p = 1.0f;
   float min_p = 0.0f;
   int64_t seed = -1;
-  int64_t context = 4096;
+  int64_t context = 0;  // 0: kDefaultContext, or the model's max_position_embeddings if smaller
   std::string kv_type = "bf16";
   std::string reasoning = "medium";
   std::string developer;
@@ -84,8 +84,10 @@ void AddRunOptions(CLI::App* cmd, RunArgs& a) {
       ->capture_default_str();
   cmd->add_option("-s,--seed", a.seed, "sampling seed (-1: random; the seed used is reported)")
       ->capture_default_str();
-  cmd->add_option("-c,--ctx-size", a.context, "context size in tokens (prompt + generated)")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  cmd->add_option("-c,--ctx-size", a.context,
+                  "context size in tokens (prompt + generated; default 4096, or the model's max_position_embeddings "
+                  "if smaller)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_option("--kv-type", a.kv_type, "KV cache element type: bf16 or f32 (exact)")
       ->capture_default_str()->check(CLI::IsMember({"bf16", "f32"}));
   cmd->add_option("--reasoning", a.reasoning, "reasoning effort in the system message: low, medium, high")
@@ -137,6 +139,8 @@ SpecOptions ParseSpecArgs(const RunArgs& a) {
   return o;
 }
 
+constexpr int64_t kDefaultContext = 4096;
+
 struct Session {
   std::unique_ptr<Model> model;
   Tokenizer tokenizer;
@@ -159,7 +163,12 @@ Session Open(const RunArgs& a) {
     // The directory's template; an unknown one is a one-line error naming --raw.
     s.chat_template = ChatTemplate::FromModelDir(s.model->path());
   }
-  s.generator = std::make_unique<Generator>(*s.model, a.context, ParseKvType(a.kv_type));
+  int64_t context = a.context;
+  if (context == 0) {
+    const int64_t max_positions = s.model->config().max_position_embeddings;
+    context = max_positions > 0 ? std::min(kDefaultContext, max_positions) : kDefaultContext;
+  }
+  s.generator = std::make_unique<Generator>(*s.model, context, ParseKvType(a.kv_type));
   s.sampling.temperature = a.temperature;
   s.sampling.top_k = a.top_k;
   s.sampling.top_p = a.top_p;

@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# Set up, build, and run the main job on the built-in demo model.
+# Set up, build, and run the main job on the built-in models.
 #
-# The demo model is a tiny *synthetic* gpt-oss (deterministic random weights, real o200k_harmony
-# tokenizer): it exercises every code path of the real model, but its text is not meaningful.
+# The built-in models (models/, tools/train_tiny_models.py) were trained from scratch on the
+# Python standard library sources: a 9 M-parameter gpt-oss-architecture model (8 MXFP4 experts,
+# sliding/full attention with sinks, YaRN) and its 4 M-parameter Llama twin. They are tiny: they
+# complete Python code plausibly, not correctly, and know nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh --target tessera_cli
-demo_dir=build/demo/gpt-oss-tiny
 tessera=build/tessera
+oss=models/tiny-gpt-oss
+llama=models/tiny-llama
 
 "$tessera" info
-if [ ! -f "$demo_dir/config.json" ]; then
-  "$tessera" synth --preset tiny --out "$demo_dir" --seed 1
-fi
-"$tessera" inspect -m "$demo_dir"
-echo "Hello from tessera! Tokenizing a sentence: 1+1=2, ¿qué tal? 你好 👋🏽" | "$tessera" tokenize -m "$demo_dir"
+"$tessera" inspect -m "$oss"
+printf 'def greet(name):\n    return f"Hello, {name}!"\n' | "$tessera" tokenize -m "$oss"
 echo
-# Generation: the prompt becomes a harmony user turn; the final channel streams to stdout and
+# Raw completion (the models never saw a chat format): the continuation streams to stdout and
 # the prefill / decode speeds (tokens per second) follow on stderr.
-"$tessera" generate -m "$demo_dir" -p "Write a haiku about CPUs." -n 48 --seed 42 --show-analysis
+prompt=$'class Stack:\n    """A last-in, first-out stack."""\n\n    def __init__(self):\n'
+echo "== $oss (gpt-oss architecture, MXFP4 experts), completing:"
+printf '%s' "$prompt"
+"$tessera" generate -m "$oss" --raw -p "$prompt" -n 96 --seed 42 --temp 0.7 --top-p 0.95
+echo
+echo "== $llama (Llama architecture), the same prompt:"
+"$tessera" generate -m "$llama" --raw -p "$prompt" -n 96 --seed 42 --temp 0.7 --top-p 0.95
+echo
+# How good they are: perplexity on held-out standard library files they were not trained on.
+"$tessera" perplexity -m "$oss" -f tests/data/trained/heldout_sample.txt -c 256

@@ -14,8 +14,8 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/mapped_file.h"
 #include "engine/generator.h"
 #include "engine/perplexity.h"
 #include "engine/sampler.h"
@@ -31,16 +31,9 @@ namespace {
 const std::string kModels = std::string(TESSERA_SOURCE_DIR) + "/models/";
 const std::string kData = std::string(TESSERA_TEST_DATA) + "/trained/";
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::vector<int32_t> HeldoutTokens(const std::string& model) {
   const Tokenizer tok = Tokenizer::FromModelDir(kModels + model);
-  return tok.Encode(ReadText(kData + "heldout_sample.txt"));
+  return tok.Encode(ReadFile(kData + "heldout_sample.txt"));
 }
 
 nlohmann::json PerplexityGolden(const std::string& model) {
@@ -148,7 +141,9 @@ TEST_P(TrainedModel, NgramSpeculationKeepsGreedyOutput) {
       if (spec) stats = r.spec;
     }
     EXPECT_EQ(spec_tokens, plain);
-    if (text == copying) EXPECT_GT(stats.accepted, 0) << "no draft accepted on a copying prompt";
+    if (text == copying) {
+      EXPECT_GT(stats.accepted, 0) << "no draft accepted on a copying prompt";
+    }
   }
 }
 

@@ -32,6 +32,8 @@ import time
 
 import numpy as np
 
+from make_trained_goldens import windows  # the windows of `tessera perplexity` (same folder)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "build", "llama_cpp")
 TEXT = os.path.join(ROOT, "tests", "data", "trained", "heldout_sample.txt")
@@ -91,19 +93,15 @@ def llama_cpp_perplexity(path, ids):
     from llama_cpp import Llama
     llm = Llama(model_path=path, n_ctx=CTX, n_batch=CTX, n_ubatch=CTX, n_threads=THREADS, logits_all=True,
                 verbose=False)
-    n = len(ids)
-    windows = 1 if n <= CTX else 1 + (n - CTX + CTX - 1) // CTX
-    nll, seconds = [], 0.0
-    for w in range(windows):
-        begin = w * CTX
-        end = min(begin + CTX, n)
+    nll, seconds, count = [], 0.0, 0
+    for begin, end, first in windows(len(ids), CTX, CTX):
         llm.reset()
         t0 = time.perf_counter()
         llm.eval(ids[begin:end])
         seconds += time.perf_counter() - t0
         logits = np.array(llm.scores[:end - begin], dtype=np.float32)
-        targets = ids[begin + 1:end]
-        nll.extend(nll_rows(logits[:-1], targets))
+        nll.extend(nll_rows(logits[first - 1 - begin:end - 1 - begin], ids[first:end]))
+        count += 1
     nll = np.array(nll)
     # Greedy decode speed: 128 tokens after the demo prompt.
     prompt = llm.tokenize(PROMPT.encode(), add_bos=False, special=False)
@@ -115,7 +113,7 @@ def llama_cpp_perplexity(path, ids):
         llm.eval([token])
     decode = 128 / (time.perf_counter() - t0)
     tokenized = llm.tokenize(open(TEXT, "rb").read(), add_bos=False, special=False)
-    return {"perplexity": float(np.exp(nll.mean())), "scored": len(nll), "windows": windows,
+    return {"perplexity": float(np.exp(nll.mean())), "scored": len(nll), "windows": count,
             "prefill_tok_s": len(ids) / seconds, "decode_tok_s": decode, "same_tokens": tokenized == list(ids)}
 
 

@@ -40,22 +40,29 @@ def sample_text(corpus):
     return text[:cut + 1]
 
 
-@torch.no_grad()
-def perplexity(model, ids, context, stride):
-    n = len(ids)
-    windows = 1 if n <= context else 1 + (n - context + stride - 1) // stride
-    nll, scored_end = [], 1
-    for w in range(windows):
+def windows(n, context, stride):
+    """(begin, end, first) of each window of `tessera perplexity` over n tokens: the window runs
+    tokens [begin, end) from a fresh context and scores tokens [first, end)."""
+    count = 1 if n <= context else 1 + (n - context + stride - 1) // stride
+    scored_end = 1
+    for w in range(count):
         begin = w * stride
         end = min(begin + context, n)
-        first = max(scored_end, begin + 1)
+        yield begin, end, max(scored_end, begin + 1)
+        scored_end = max(scored_end, end)
+
+
+@torch.no_grad()
+def perplexity(model, ids, context, stride):
+    nll, count = [], 0
+    for begin, end, first in windows(len(ids), context, stride):
         logits = model(torch.tensor([ids[begin:end]]), use_cache=False).logits[0].double()
         logp = torch.log_softmax(logits, dim=-1)
         for t in range(first, end):
             nll.append(-float(logp[t - 1 - begin, ids[t]]))
-        scored_end = max(scored_end, end)
+        count += 1
     nll = np.array(nll)
-    return {"context": context, "stride": stride, "windows": windows, "scored": len(nll),
+    return {"context": context, "stride": stride, "windows": count, "scored": len(nll),
             "mean_nll": float(nll.mean()), "perplexity": float(np.exp(nll.mean()))}
 
 

@@ -97,16 +97,12 @@ def build_corpus(work):
             f.write("\n\n".join(parts))
         record[split] = {"files": len(parts), "bytes": sum(len(p.encode()) for p in parts)}
     with open(os.path.join(out, "files.json"), "w") as f:
-        json.dump(texts_index(texts), f)
+        json.dump({split: [len(t) for t in parts] for split, parts in texts.items()}, f)  # file lengths
     with open(os.path.join(out, "corpus.json"), "w") as f:
         json.dump(record, f, indent=1)
     log(f"corpus: {record['train']['files']} training files ({record['train']['bytes']} bytes), "
         f"{record['heldout']['files']} held-out ({record['heldout']['bytes']} bytes)")
     return out
-
-
-def texts_index(texts):
-    return {split: [len(t) for t in parts] for split, parts in texts.items()}
 
 
 def split_files(corpus, split):
@@ -326,8 +322,8 @@ def dequantize_mxfp4(blocks, scales):
 
 # ---- export ------------------------------------------------------------------------------------
 
-def write_tokenizer_files(out, tok):
-    shutil.copy(os.path.join(ARGS.work, "tokenizer.json"), os.path.join(out, "tokenizer.json"))
+def write_tokenizer_files(out, work):
+    shutil.copy(os.path.join(work, "tokenizer.json"), os.path.join(out, "tokenizer.json"))
     with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": None,
                    "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "unk_token": None,
@@ -335,7 +331,7 @@ def write_tokenizer_files(out, tok):
                    "model_max_length": 4 * SEQ}, f, indent=2)
 
 
-def export(kind, model, state, tok, windows, code_windows, record):
+def export(kind, work, model, state, tok, windows, code_windows, record):
     name = "tiny-llama" if kind == "llama" else "tiny-gpt-oss"
     out = os.path.join(ROOT, "models", name)
     tmp = out + ".tmp"
@@ -379,7 +375,7 @@ def export(kind, model, state, tok, windows, code_windows, record):
     with open(os.path.join(tmp, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": eot, "eos_token_id": [eot], "pad_token_id": eot, "do_sample": True,
                    "temperature": 0.7, "top_p": 0.95}, f, indent=2)
-    write_tokenizer_files(tmp, tok)
+    write_tokenizer_files(tmp, work)
     # What the stored checkpoint gives, loaded back by transformers (float32, eager).
     cls = transformers.LlamaForCausalLM if kind == "llama" else transformers.GptOssForCausalLM
     reloaded = cls.from_pretrained(tmp, dtype=torch.float32, attn_implementation="eager").float().eval()
@@ -400,29 +396,28 @@ def export(kind, model, state, tok, windows, code_windows, record):
 
 
 def main():
-    global ARGS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", default=os.path.join(ROOT, "build", "train"))
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--save-every", type=int, default=100)
     p.add_argument("--only", choices=["llama", "gpt-oss"])
     p.add_argument("--threads", type=int, default=2)
-    ARGS = p.parse_args()
-    torch.set_num_threads(ARGS.threads)
-    os.makedirs(ARGS.work, exist_ok=True)
-    corpus = build_corpus(ARGS.work)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    os.makedirs(args.work, exist_ok=True)
+    corpus = build_corpus(args.work)
     with open(os.path.join(corpus, "corpus.json")) as f:
         record = json.load(f)
-    tok = build_tokenizer(ARGS.work, corpus)
-    train_ids = token_stream(ARGS.work, corpus, tok, "train")
-    heldout_ids = token_stream(ARGS.work, corpus, tok, "heldout")
+    tok = build_tokenizer(args.work, corpus)
+    train_ids = token_stream(args.work, corpus, tok, "train")
+    heldout_ids = token_stream(args.work, corpus, tok, "heldout")
     windows = eval_windows(heldout_ids)
-    code_windows = eval_windows(token_stream(ARGS.work, corpus, tok, "heldout_code"))
+    code_windows = eval_windows(token_stream(args.work, corpus, tok, "heldout_code"))
     for kind in ["gpt-oss", "llama"]:
-        if ARGS.only and kind != ARGS.only:
+        if args.only and kind != args.only:
             continue
-        model, state = train(kind, ARGS.work, tok, train_ids, windows, ARGS.steps, ARGS.save_every)
-        export(kind, model, state, tok, windows, code_windows, record)
+        model, state = train(kind, args.work, tok, train_ids, windows, args.steps, args.save_every)
+        export(kind, args.work, model, state, tok, windows, code_windows, record)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ void RunPerplexity(const PerplexityArgs& a) {
   });
   if (!prints) return;
   if (a.json) {
-    const nlohmann::json out = {{"file", a.file},
+    nlohmann::json out = {{"file", a.file},
                                 {"tokens", r.tokens},
                                 {"scored", r.scored},
                                 {"windows", r.windows},
@@ -75,9 +75,8 @@ void RunPerplexity(const PerplexityArgs& a) {
                                 {"perplexity_stderr", r.perplexity_stderr()},
                                 {"seconds", r.seconds},
                                 {"tokens_per_second", r.tokens_per_second()}};
-    nlohmann::json with = out;
-    if (exact) with["vs_exact"] = {{"mean_kl", r.mean_kl}, {"max_kl", r.max_kl}, {"top1_agreement", r.top1_agreement}};
-    std::printf("%s\n", with.dump().c_str());
+    if (exact) out["vs_exact"] = {{"mean_kl", r.mean_kl}, {"max_kl", r.max_kl}, {"top1_agreement", r.top1_agreement}};
+    std::printf("%s\n", out.dump().c_str());
     return;
   }
   std::printf("perplexity: %.4f +/- %.4f (mean NLL %.6f +/- %.6f nats) over %lld tokens of %lld, %lld windows of "

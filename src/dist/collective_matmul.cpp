@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/parallel_matmul.h"
 #include "kernels/q8.h"
 
 namespace tessera {

@@ -24,16 +24,21 @@ double LogSumExp(std::span<const float> v) {
   return max + std::log(sum);
 }
 
-}  // namespace
-
-double RowKl(std::span<const float> reference, std::span<const float> logits) {
-  const double lse_ref = LogSumExp(reference), lse = LogSumExp(logits);
+// RowKl with the model row's log-sum-exp given (the NLL of the same row already needs it).
+double RowKlGivenLse(std::span<const float> reference, std::span<const float> logits, double lse) {
+  const double lse_ref = LogSumExp(reference);
   double kl = 0.0;
   for (size_t i = 0; i < reference.size(); ++i) {
     const double log_p = static_cast<double>(reference[i]) - lse_ref;
     kl += std::exp(log_p) * (log_p - (static_cast<double>(logits[i]) - lse));
   }
   return std::max(kl, 0.0);
+}
+
+}  // namespace
+
+double RowKl(std::span<const float> reference, std::span<const float> logits) {
+  return RowKlGivenLse(reference, logits, LogSumExp(logits));
 }
 
 double TokenNll(std::span<const float> logits, int32_t target) {
@@ -83,10 +88,11 @@ PerplexityResult EvaluatePerplexity(const Model& model, std::span<const int32_t>
     for (int64_t t = first; t < end; ++t) {
       const int64_t row = t - 1 - begin;  // the position that predicts token t
       const std::span<const float> row_logits = std::span<const float>(logits).subspan(row * V, V);
-      const double nll = TokenNll(row_logits, tokens[t]);
+      const double lse = LogSumExp(row_logits);
+      const double nll = lse - static_cast<double>(row_logits[static_cast<size_t>(tokens[t])]);
       if (reference != nullptr) {
         const std::span<const float> ref_row = std::span<const float>(ref_logits).subspan(row * V, V);
-        const double kl = RowKl(ref_row, row_logits);
+        const double kl = RowKlGivenLse(ref_row, row_logits, lse);
         kl_sum += kl;
         result.max_kl = std::max(result.max_kl, kl);
         agree += std::max_element(ref_row.begin(), ref_row.end()) - ref_row.begin() ==

@@ -107,10 +107,12 @@ struct Shape {
   size_t max_m;  // larger batches are not run on this shape
 };
 // gpt-oss-20b (../shared/reference/performance.md §2): expert gate_up and down, and all 32 experts'
-// gate_up of one layer stacked (282 MB); attention q and o, unembedding (int8 dense option).
+// gate_up of one layer stacked (282 MB); attention q and o, unembedding (int8 dense option), and
+// Llama-3.1-8B's MLP (gate and up interleaved, 117 MB; down, 59 MB) for the dense families' long rows.
 const Shape kMxfp4Shapes[] = {
     {"moe_gate_up", 5760, 2880, 512}, {"moe_down", 2880, 2880, 512}, {"moe_gate_up_x32", 32 * 5760, 2880, 4}};
-const Shape kInt8Shapes[] = {{"attn_q", 4096, 2880, 512}, {"attn_o", 2880, 4096, 512}, {"lm_head", 201088, 2880, 4}};
+const Shape kInt8Shapes[] = {{"attn_q", 4096, 2880, 512}, {"attn_o", 2880, 4096, 512}, {"lm_head", 201088, 2880, 4},
+                                {"llama8b_gate_up", 28672, 4096, 4}, {"llama8b_down", 4096, 14336, 4}};
 
 // Packed weight copies of one shape and format, kept between consecutive benchmarks.
 struct WeightSet {

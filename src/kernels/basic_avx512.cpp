@@ -50,6 +50,7 @@ void FillAvx512Kernels(KernelTable& t) {
   FillAvx512Rope(t);  // rope_avx512.cpp
   FillAvx512Attention(t);  // attention_avx512.cpp
   FillAvx512GatherReduce(t);  // gather_reduce_avx512.cpp
+  FillAvx512Int4(t);  // int4_avx512.cpp
   if (GetCpuFeatures().avx512_vnni) FillAvx512VnniQ8(t);  // q8_avx512vnni.cpp
 }
 

@@ -26,6 +26,15 @@ struct Q8Rows {
   const int32_t* sum;
 };
 
+// A packed group-quantized 4-bit matrix (kernels/int4.h): codes, zero points and f32 scales of
+// the whole matrix (group 0 of 16 rows first), `group` input columns per scale.
+struct Int4Weights {
+  const uint8_t* codes;
+  const uint8_t* zeros;
+  const float* scales;
+  size_t group;
+};
+
 struct KernelTable {
   Isa isa;
   // Per-entry name of the implementation actually used ("avx512", "scalar", ...).
@@ -40,6 +49,8 @@ struct KernelTable {
   const char* quantize_q8_isa;
   const char* matmul_q8_mxfp4_isa;
   const char* matmul_q8_int8_isa;
+  const char* matmul_int4_isa;
+  const char* matmul_q8_int4_isa;
   const char* attend_isa;
 
   // dst[i] = float(src[i]) for i < n. Exact.
@@ -130,6 +141,15 @@ struct KernelTable {
                           size_t n_begin, size_t n_end, const float* bias, float* y, size_t ldy);
   void (*matmul_q8_int8)(Q8Rows x, size_t m, size_t k, const uint8_t* values, const float* scales,
                          size_t n_begin, size_t n_end, const float* bias, float* y, size_t ldy);
+
+  // Group-quantized 4-bit weights (kernels/int4.h defines the layout and both results, which
+  // every ISA reproduces bit for bit). Column ranges as for the q8 entries (n_begin % 16 == 0).
+  // Exact: float32 activations x [m, k], row stride k.
+  void (*matmul_int4)(const float* x, size_t m, size_t k, Int4Weights w, size_t n_begin, size_t n_end,
+                      const float* bias, float* y, size_t ldy);
+  // Fast: q8 activations; w.group % 32 == 0.
+  void (*matmul_q8_int4)(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, size_t n_end,
+                         const float* bias, float* y, size_t ldy);
 };
 
 // The table for `isa` (which must satisfy IsaSupported(isa)).
@@ -153,5 +173,8 @@ void FillAvx512Attention(KernelTable& table);
 // q8 entries (q8_avx2.cpp; q8_avx512vnni.cpp, used only when the CPU has AVX512-VNNI).
 void FillAvx2Q8(KernelTable& table);
 void FillAvx512VnniQ8(KernelTable& table);
+// matmul_int4 (int4_avx2.cpp / int4_avx512.cpp).
+void FillAvx2Int4(KernelTable& table);
+void FillAvx512Int4(KernelTable& table);
 
 }  // namespace tessera

@@ -1,5 +1,5 @@
-// AVX2 q8 kernels (kernels/q8.h): the activation quantizer and the integer matmuls against MXFP4
-// and int8 weights, with the scalar reference's bits (reference.cpp): the integer block dot
+// AVX2 q8 kernels (kernels/q8.h): the activation quantizer and the integer matmuls against MXFP4,
+// int8 and int4 (kernels/int4.h) weights, with the scalar reference's bits (reference.cpp): the integer block dot
 // products are exact in any order, and the f32 part is the reference's sequence
 // acc = fmaf(float(dot_b), d[i, b] * s[j, b], acc), one lane per output column.
 //
@@ -27,6 +27,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/int4.h"
 #include "kernels/kernels.h"
 #include "kernels/q8.h"
 
@@ -39,6 +40,7 @@ constexpr int32_t kMagicBits = 0x4B400000;   // f32 bits of 1.5 * 2^23
 constexpr float kMagic = 12582912.0f;
 constexpr float kTinyAmax = 1e-30f;          // reference.cpp kQ8TinyAmax
 constexpr int32_t kMxfp4Offset = 12;
+constexpr int32_t kInt4Offset = 16;          // int4 weights enter as q - z + 16 (kernels/int4.h)
 constexpr int kTileRows = 3;                 // 16 ymm: 2 R int32 accumulators + weights + constants
 // Software prefetch distance of the streamed weights (the first row block of each group): with
 // 1 KiB the decode-sized calls reached 0.62 (MXFP4) / 0.73 (int8) of the read bandwidth on one
@@ -266,6 +268,69 @@ void Mxfp4Tile(const Rows& x, size_t i0, const uint8_t* codes, const uint8_t* sc
   StoreTile<R>(acc, i0, col, o);
 }
 
+// The u8 operand offsets of one int4 weight group for 8 rows: lane r holds the byte 16 - z[r] four
+// times, so code + offset = (q - z) + 16 lies in [1, 31] (kernels/int4.h; pairs in vpmaddubsw stay
+// below 2 * 31 * 127, and a code vector's low- plus high-nibble products below 2^14).
+inline __m256i Int4Offsets(const uint8_t* zeros) {
+  const __m256i z = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zeros)));
+  return _mm256_mullo_epi32(_mm256_sub_epi32(_mm256_set1_epi32(kInt4Offset), z), _mm256_set1_epi32(0x01010101));
+}
+
+// Rows i0 .. i0 + R - 1 against one int4 group (codes [k/8][16][4]; zeros and scales [k/G][16]).
+template <int R, bool kPrefetch>
+void Int4Tile(const Rows& x, size_t i0, const uint8_t* codes, const uint8_t* zeros, const float* scales,
+              size_t group, size_t col, const Out& o) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const int8_t* q = x.q + i0 * x.k;
+  const float* d = x.d + i0 * x.nb;
+  const int32_t* init = x.init + i0 * x.nb;
+  const size_t blocks_per_group = group / kQ8Block;
+  for (size_t t = 0; t < x.nb / blocks_per_group; ++t) {
+    const __m256i offset[2] = {Int4Offsets(zeros + t * kQ8Group), Int4Offsets(zeros + t * kQ8Group + 8)};
+    const __m256 s0 = _mm256_loadu_ps(scales + t * kQ8Group), s1 = _mm256_loadu_ps(scales + t * kQ8Group + 8);
+    for (size_t b = t * blocks_per_group; b < (t + 1) * blocks_per_group; ++b) {
+      __m256i dot[R][2];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_set1_epi32(init[r * x.nb + b]);
+      const uint8_t* cb = codes + b * (kSteps / 2) * kStepBytes;
+      const int8_t* qb = q + b * kQ8Block;
+#pragma GCC unroll 4
+      for (size_t h = 0; h < kSteps / 2; ++h) {
+        const uint8_t* src = cb + h * kStepBytes;
+        if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(src) + kPrefetchBytes, _MM_HINT_T0);
+        __m256i lo[2], hi[2];
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; ++u) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32 * u));
+          lo[u] = _mm256_add_epi8(_mm256_and_si256(v, low4), offset[u]);
+          hi[u] = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), offset[u]);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const __m256i ql = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h));
+          const __m256i qh = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h + 4));
+#pragma GCC unroll 2
+          for (int u = 0; u < 2; ++u) {
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[u], ql), _mm256_maddubs_epi16(hi[u], qh));
+            dot[r][u] = _mm256_add_epi32(dot[r][u], _mm256_madd_epi16(p, ones));
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256 dr = _mm256_set1_ps(d[r * x.nb + b]);
+        acc[r][0] = BlockFma(dot[r][0], dr, s0, acc[r][0]);
+        acc[r][1] = BlockFma(dot[r][1], dr, s1, acc[r][1]);
+      }
+    }
+  }
+  StoreTile<R>(acc, i0, col, o);
+}
+
 using Int8Fn = void (*)(const Rows&, size_t, const uint8_t*, const float*, size_t, const Out&);
 using Mxfp4Fn = void (*)(const Rows&, size_t, const uint8_t*, const uint8_t*, size_t, const Out&);
 
@@ -277,6 +342,11 @@ Int8Fn Int8TileFor(size_t rows) {
 template <bool kPrefetch>
 Mxfp4Fn Mxfp4TileFor(size_t rows) {
   return rows == 1 ? Mxfp4Tile<1, kPrefetch> : rows == 2 ? Mxfp4Tile<2, kPrefetch> : Mxfp4Tile<3, kPrefetch>;
+}
+using Int4Fn = void (*)(const Rows&, size_t, const uint8_t*, const uint8_t*, const float*, size_t, size_t, const Out&);
+template <bool kPrefetch>
+Int4Fn Int4TileFor(size_t rows) {
+  return rows == 1 ? Int4Tile<1, kPrefetch> : rows == 2 ? Int4Tile<2, kPrefetch> : Int4Tile<3, kPrefetch>;
 }
 
 void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const float* scales, size_t n_begin,
@@ -294,8 +364,8 @@ void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const flo
   }
 }
 
-// Start values kMagicBits - 12 sum[i, b] of the MXFP4 block accumulators, per thread.
-int32_t* Mxfp4StartValues(Q8Rows x, size_t count) {
+// Start values kMagicBits - offset sum[i, b] of the block accumulators (MXFP4, int4), per thread.
+int32_t* StartValues(Q8Rows x, size_t count, int32_t offset) {
   struct Buffer {
     int32_t* data = nullptr;
     size_t capacity = 0;
@@ -307,7 +377,7 @@ int32_t* Mxfp4StartValues(Q8Rows x, size_t count) {
     buffer.data = new int32_t[count];
     buffer.capacity = count;
   }
-  for (size_t i = 0; i < count; ++i) buffer.data[i] = kMagicBits - kMxfp4Offset * x.sum[i];
+  for (size_t i = 0; i < count; ++i) buffer.data[i] = kMagicBits - offset * x.sum[i];
   return buffer.data;
 }
 
@@ -315,7 +385,7 @@ void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uin
                    size_t n_end, const float* bias, float* y, size_t ldy) {
   if (m == 0 || n_begin >= n_end) return;
   const size_t nb = k / kQ8Block;
-  const Rows rows{x.q, x.d, Mxfp4StartValues(x, m * nb), k, nb};
+  const Rows rows{x.q, x.d, StartValues(x, m * nb, kMxfp4Offset), k, nb};
   const Out out{y, ldy, bias, n_end};
   for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
     const uint8_t* c = codes + g * (k * kQ8Group / 2);
@@ -323,6 +393,22 @@ void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uin
     for (size_t i = 0; i < m; i += kTileRows) {
       const size_t r = Min(kTileRows, m - i);
       (i == 0 ? Mxfp4TileFor<true>(r) : Mxfp4TileFor<false>(r))(rows, i, c, s, g * kQ8Group, out);
+    }
+  }
+}
+
+void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, size_t n_end, const float* bias,
+                  float* y, size_t ldy) {
+  if (m == 0 || n_begin >= n_end) return;
+  const size_t nb = k / kQ8Block, meta_stride = (k / w.group) * kQ8Group;
+  const Rows rows{x.q, x.d, StartValues(x, m * nb, kInt4Offset), k, nb};
+  const Out out{y, ldy, bias, n_end};
+  for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
+    const uint8_t* c = w.codes + g * (k * kQ8Group / 2);
+    for (size_t i = 0; i < m; i += kTileRows) {
+      const size_t r = Min(kTileRows, m - i);
+      (i == 0 ? Int4TileFor<true>(r) : Int4TileFor<false>(r))(rows, i, c, w.zeros + g * meta_stride,
+                                                              w.scales + g * meta_stride, w.group, g * kQ8Group, out);
     }
   }
 }
@@ -336,6 +422,8 @@ void FillAvx2Q8(KernelTable& t) {
   t.matmul_q8_mxfp4_isa = "avx2";
   t.matmul_q8_int8 = MatmulQ8Int8;
   t.matmul_q8_int8_isa = "avx2";
+  t.matmul_q8_int4 = MatmulQ8Int4;
+  t.matmul_q8_int4_isa = "avx2";
 }
 
 }  // namespace tessera

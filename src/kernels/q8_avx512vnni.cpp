@@ -1,12 +1,12 @@
 // AVX-512 VNNI q8 kernels (kernels/q8.h): the activation quantizer and the integer matmuls
-// against MXFP4 and int8 weights. Every result has the scalar reference's bits (reference.cpp):
+// against MXFP4, int8 and int4 (kernels/int4.h) weights. Every result has the scalar reference's bits (reference.cpp):
 // the integer block dot products are exact in any order, and the f32 part is the reference's
 // sequence acc = fmaf(float(dot_b), d[i, b] * s[j, b], acc) over b = 0 .. k/32 - 1, one lane per
 // output column.
 //
 // vpdpbusd multiplies unsigned by signed bytes. The weights are the unsigned operand, shifted by
 // an offset o (int8: stored as W8 + 128, o = 128; MXFP4: decoded by vpermb to 2 E2M1 + 12 in
-// [0, 24], o = 12), the activations the signed one (four bytes broadcast to the 16 lanes), so a
+// [0, 24], o = 12; int4: q - z + 16 in [1, 31], o = 16), the activations the signed one (four bytes broadcast to the 16 lanes), so a
 // block gives raw = dot + o sum[i, b]: the int32 accumulator of a block starts at
 // kMagicBits - o sum[i, b] (precomputed per call; one broadcast load per block) and ends at
 // kMagicBits + dot. kMagicBits are the f32 bits of 1.5 * 2^23; because |dot| <= 32 * 128 * 127
@@ -42,8 +42,9 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
-#include "kernels/scratch.h"
+#include "kernels/int4.h"
 #include "kernels/q8.h"
+#include "kernels/scratch.h"
 
 namespace tessera {
 namespace {
@@ -55,6 +56,7 @@ constexpr float kMagic = 12582912.0f;                // 1.5 * 2^23
 constexpr float kTinyAmax = 1e-30f;                  // reference.cpp kQ8TinyAmax
 constexpr int32_t kInt8Offset = 128;                 // int8 weights are stored as W8 + 128
 constexpr int32_t kMxfp4Offset = 12;                 // decoded MXFP4 weights are 2 E2M1 + 12
+constexpr int32_t kInt4Offset = 16;                  // int4 weights enter as q - z + 16
 constexpr size_t kDirectMaxRows = 4;                 // rows of one decode-sized tile
 // m up to this streams the weights as decode does: each tile of groups runs for rows [0, 4),
 // [4, 8) and [8, m) while its weights are still in L1/L2 (verifying up to 8 speculative drafts
@@ -318,6 +320,82 @@ void Mxfp4DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code
   StoreTile<R, G>(acc, i0, col, o);
 }
 
+// The u8 operand offsets of one int4 weight group (kernels/int4.h) for 16 rows: lane r holds the
+// byte 16 - z[r] four times, so that code + offset = (q - z) + 16 lies in [1, 31] (o = 16).
+inline __m512i Int4Offsets(const uint8_t* zeros) {
+  const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zeros)));
+  return _mm512_mullo_epi32(_mm512_sub_epi32(_mm512_set1_epi32(kInt4Offset), z), _mm512_set1_epi32(0x01010101));
+}
+
+// Rows i0 .. i0 + R - 1 against G int4 groups read straight from the packed layout (decode):
+// codes, zeros and scales point at the first group's, the next groups follow at code_stride /
+// meta_stride. Each code vector's low and high nibbles plus the group's offsets are the u8
+// operands of two vpdpbusd.
+template <int R, int G>
+void Int4DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_stride, const uint8_t* zeros,
+                    const float* scales, size_t meta_stride, size_t group, size_t col, const Out& o) {
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  __m512 acc[R][G];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  }
+  const int8_t* q = x.q + i0 * x.k;
+  const float* d = x.d + i0 * x.nb;
+  const int32_t* init = x.init + i0 * x.nb;
+  const size_t blocks_per_group = group / kQ8Block;
+  for (size_t t = 0; t < x.nb / blocks_per_group; ++t) {
+    __m512i offset[G];
+    __m512 s[G];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      offset[g] = Int4Offsets(zeros + g * meta_stride + t * kQ8Group);
+      s[g] = _mm512_loadu_ps(scales + g * meta_stride + t * kQ8Group);
+    }
+    for (size_t b = t * blocks_per_group; b < (t + 1) * blocks_per_group; ++b) {
+      __m512i dot[R][G];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m512i start = _mm512_set1_epi32(init[r * x.nb + b]);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) dot[r][g] = start;
+      }
+      const uint8_t* cb = codes + b * (kSteps / 2) * kStepBytes;
+      const int8_t* qb = q + b * kQ8Block;
+#pragma GCC unroll 4
+      for (size_t h = 0; h < kSteps / 2; ++h) {  // one code vector: 8 k values
+        __m512i lo[G], hi[G];
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* src = cb + g * code_stride + h * kStepBytes;
+          _mm_prefetch(reinterpret_cast<const char*>(src) + kPrefetchBytes, _MM_HINT_T0);
+          const __m512i v = _mm512_loadu_si512(src);
+          lo[g] = _mm512_add_epi8(_mm512_and_si512(v, nibble), offset[g]);
+          hi[g] = _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), offset[g]);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m512i ql = _mm512_set1_epi32(Load32(qb + r * x.k + 8 * h));
+          const __m512i qh = _mm512_set1_epi32(Load32(qb + r * x.k + 8 * h + 4));
+#pragma GCC unroll 4
+          for (int g = 0; g < G; ++g) {
+            dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], lo[g], ql);
+            dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], hi[g], qh);
+          }
+        }
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m512 dr = _mm512_set1_ps(d[r * x.nb + b]);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) acc[r][g] = BlockFma(dot[r][g], dr, s[g], acc[r][g]);
+      }
+    }
+  }
+  StoreTile<R, G>(acc, i0, col, o);
+}
+
 // ---- dispatch -----------------------------------------------------------------------------------
 
 using TileFn = void (*)(const Rows&, size_t, const Panel&, size_t, const Out&);
@@ -370,6 +448,20 @@ DirectFn DirectFor(size_t rows) {
 DirectFn DirectFor(size_t rows, size_t groups) {
   static_assert(kDirectGroups == 4, "one case per group count");
   return groups == kDirectGroups ? DirectFor<4>(rows) : DirectFor<1>(rows);
+}
+
+using Int4DirectFn = void (*)(const Rows&, size_t, const uint8_t*, size_t, const uint8_t*, const float*, size_t,
+                              size_t, size_t, const Out&);
+
+template <int G>
+Int4DirectFn Int4DirectFor(size_t rows) {
+  static_assert(kDirectMaxRows == 4, "one case per row count");
+  switch (rows) {
+    case 1: return Int4DirectTile<1, G>;
+    case 2: return Int4DirectTile<2, G>;
+    case 3: return Int4DirectTile<3, G>;
+    default: return Int4DirectTile<4, G>;
+  }
 }
 
 // ---- matmuls ------------------------------------------------------------------------------------
@@ -489,6 +581,73 @@ void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uin
   }
 }
 
+// Decodes `groups` int4 groups into u8 weights (q - z + 16, int8 layout) and f32 block scales.
+void DecodeInt4Panel(const uint8_t* codes, const uint8_t* zeros, const float* scales, size_t k, size_t group,
+                     size_t groups, uint8_t* w, float* s) {
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const size_t nb = k / kQ8Block, per_group = k / group, vectors_per_group = group / 8;
+  for (size_t g = 0; g < groups; ++g) {
+    const uint8_t* cg = codes + g * (k * kQ8Group / 2);
+    uint8_t* wg = w + g * (k * kQ8Group);
+    for (size_t t = 0; t < per_group; ++t) {
+      const size_t meta = (g * per_group + t) * kQ8Group;
+      const __m512i offset = Int4Offsets(zeros + meta);
+      for (size_t h = t * vectors_per_group; h < (t + 1) * vectors_per_group; ++h) {
+        _mm_prefetch(reinterpret_cast<const char*>(cg + h * kStepBytes) + kPrefetchBytes, _MM_HINT_T0);
+        const __m512i v = _mm512_loadu_si512(cg + h * kStepBytes);
+        _mm512_store_si512(wg + 2 * h * kStepBytes, _mm512_add_epi8(_mm512_and_si512(v, nibble), offset));
+        _mm512_store_si512(wg + (2 * h + 1) * kStepBytes,
+                           _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), offset));
+      }
+    }
+    for (size_t b = 0; b < nb; ++b) {
+      const size_t meta = (g * per_group + b * kQ8Block / group) * kQ8Group;
+      _mm512_store_ps(s + (g * nb + b) * kQ8Group, _mm512_loadu_ps(scales + meta));
+    }
+  }
+}
+
+void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights wt, size_t n_begin, size_t n_end, const float* bias,
+                  float* y, size_t ldy) {
+  if (m == 0 || n_begin >= n_end) return;
+  const size_t nb = k / kQ8Block;
+  const size_t g_begin = n_begin / kQ8Group, g_end = (n_end + kQ8Group - 1) / kQ8Group;
+  const size_t code_stride = k * kQ8Group / 2, meta_stride = (k / wt.group) * kQ8Group, scale_stride = nb * kQ8Group;
+  const Out out{y, ldy, bias, n_end};
+  if (m <= kStreamMaxRows) {
+    const Rows rows{x.q, x.d, StartValues(x, m, nb, kInt4Offset, ThreadScratchBytes(m * nb * sizeof(int32_t))), k, nb};
+    for (size_t g = g_begin; g < g_end;) {
+      const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
+      for (size_t i0 = 0; i0 < m; i0 += kDirectMaxRows) {
+        const size_t r = Min(kDirectMaxRows, m - i0);
+        (groups == kDirectGroups ? Int4DirectFor<kDirectGroups>(r) : Int4DirectFor<1>(r))(
+            rows, i0, wt.codes + g * code_stride, code_stride, wt.zeros + g * meta_stride,
+            wt.scales + g * meta_stride, meta_stride, wt.group, g * kQ8Group, out);
+      }
+      g += groups;
+    }
+    return;
+  }
+  // Scratch: start values, then the panel's weights (kGemmGroups k 16 bytes) and block scales.
+  const size_t init_bytes = Align64(m * nb * sizeof(int32_t));
+  const size_t w_bytes = kGemmGroups * k * kQ8Group;
+  uint8_t* scratch = ThreadScratchBytes(init_bytes + w_bytes + kGemmGroups * scale_stride * sizeof(float));
+  const Rows rows{x.q, x.d, StartValues(x, m, nb, kInt4Offset, scratch), k, nb};
+  uint8_t* w = scratch + init_bytes;
+  float* s = reinterpret_cast<float*>(w + w_bytes);
+  for (size_t g = g_begin; g < g_end; g += kGemmGroups) {
+    const size_t groups = Min(kGemmGroups, g_end - g);
+    DecodeInt4Panel(wt.codes + g * code_stride, wt.zeros + g * meta_stride, wt.scales + g * meta_stride, k, wt.group,
+                    groups, w, s);
+    const size_t next_groups = g + groups < g_end ? Min(kGemmGroups, g_end - g - groups) : 0;
+    const Panel panel{w, k * kQ8Group, s, scale_stride, kQ8Group};
+    ForRowBlocks(m, [&](size_t i, size_t r) {
+      const Panel p = WithNextShare(panel, wt.codes + (g + groups) * code_stride, next_groups * code_stride, i, r, m);
+      TileFor(r, groups, false)(rows, i, p, g * kQ8Group, out);
+    });
+  }
+}
+
 }  // namespace
 
 void FillAvx512VnniQ8(KernelTable& t) {
@@ -498,6 +657,8 @@ void FillAvx512VnniQ8(KernelTable& t) {
   t.matmul_q8_mxfp4_isa = "avx512vnni";
   t.matmul_q8_int8 = MatmulQ8Int8;
   t.matmul_q8_int8_isa = "avx512vnni";
+  t.matmul_q8_int4 = MatmulQ8Int4;
+  t.matmul_q8_int4_isa = "avx512vnni";
 }
 
 }  // namespace tessera

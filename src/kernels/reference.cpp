@@ -248,6 +248,53 @@ void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const flo
   }
 }
 
+// The int4 definitions of kernels/int4.h: row j's codes, zeros and scales.
+struct Int4Row {
+  const uint8_t* block;  // the row's first 4-byte slot in its group's codes
+  const uint8_t* zeros;  // the row's zero of group t at zeros[t * 16]
+  const float* scales;   // likewise
+  int Code(size_t c) const {
+    const uint8_t byte = block[(c / 8) * 64 + c % 4];
+    return (c % 8) < 4 ? byte & 0x0F : byte >> 4;
+  }
+};
+
+Int4Row Int4RowOf(const Int4Weights& w, size_t k, size_t j) {
+  const size_t g = j / 16, r = j % 16, groups = k / w.group;
+  return Int4Row{w.codes + g * (k * 8) + r * 4, w.zeros + g * groups * 16 + r, w.scales + g * groups * 16 + r};
+}
+
+void MatmulInt4(const float* x, size_t m, size_t k, Int4Weights w, size_t n_begin, size_t n_end, const float* bias,
+                float* y, size_t ldy) {
+  std::vector<float> row(k);
+  for (size_t j = n_begin; j < n_end; ++j) {
+    const Int4Row r = Int4RowOf(w, k, j);
+    for (size_t c = 0; c < k; ++c) {
+      const size_t t = c / w.group;
+      row[c] = static_cast<float>(r.Code(c) - int{r.zeros[t * 16]}) * r.scales[t * 16];
+    }
+    for (size_t i = 0; i < m; ++i) {
+      const float* xi = x + i * k;
+      float acc = 0.0f;
+      for (size_t c = 0; c < k; ++c) acc = std::fma(row[c], xi[c], acc);
+      y[i * ldy + j] = bias ? acc + bias[j] : acc;
+    }
+  }
+}
+
+void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, size_t n_end, const float* bias,
+                  float* y, size_t ldy) {
+  const size_t nb = k / 32;
+  std::vector<int8_t> q(k);
+  std::vector<float> s(nb);
+  for (size_t j = n_begin; j < n_end; ++j) {
+    const Int4Row r = Int4RowOf(w, k, j);
+    for (size_t c = 0; c < k; ++c) q[c] = static_cast<int8_t>(r.Code(c) - int{r.zeros[(c / w.group) * 16]});
+    for (size_t b = 0; b < nb; ++b) s[b] = r.scales[(b * 32 / w.group) * 16];
+    Q8Column(x, m, k, q.data(), s.data(), j, bias, y, ldy);
+  }
+}
+
 }  // namespace
 
 void FillReferenceKernels(KernelTable& t) {
@@ -278,6 +325,10 @@ void FillReferenceKernels(KernelTable& t) {
   t.matmul_q8_mxfp4_isa = "scalar";
   t.matmul_q8_int8 = MatmulQ8Int8;
   t.matmul_q8_int8_isa = "scalar";
+  t.matmul_int4 = MatmulInt4;
+  t.matmul_int4_isa = "scalar";
+  t.matmul_q8_int4 = MatmulQ8Int4;
+  t.matmul_q8_int4_isa = "scalar";
 }
 
 }  // namespace tessera

@@ -547,8 +547,8 @@ TEST(ModelConfigErrors, Validation) {
   expect([](ModelConfig& c) { c.model_type = "phi3"; },
          "v.json: model_type: unsupported model_type 'phi3' (supported: gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe)");
   expect([](ModelConfig& c) { c.model_type = "qwen3"; },
-         "v.json: quantization_config.quant_method: 'mxfp4' is not supported for qwen3 yet (supported: unquantized "
-         "BF16, F16 or F32 weights)");
+         "v.json: quantization_config.quant_method: 'mxfp4' is not supported for qwen3 (supported: awq, "
+         "compressed-tensors, or unquantized BF16, F16 or F32 weights)");
   // Unquantized and unscaled gpt_oss configs are fine.
   ModelConfig plain = good;
   plain.quantization = QuantizationConfig{};

@@ -22,6 +22,7 @@
 #include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "model/architecture.h"
+#include "model/quant_scheme.h"
 #include "model/tensor_specs.h"
 
 namespace tessera::cli {
@@ -146,6 +147,7 @@ void RunInspect(const InspectArgs& args) {
   // Every model_type ValidateModelConfig accepts has an architecture row (model/architecture.h).
   const bool described = config.has_value();
   if (described) specs = ModelTensorSpecs(*config, config_path);
+  const std::optional<Int4Scheme> int4 = described ? Int4SchemeOf(*config, config_path) : std::nullopt;
   // What loading would refuse although every tensor matches (the same rule as Model::Load).
   const std::string blocker = described ? LoadBlocker(*config, config_path) : std::string();
   std::unordered_map<std::string, const TensorSpec*> spec_by_name;
@@ -162,13 +164,22 @@ void RunInspect(const InspectArgs& args) {
   }
 
   uint64_t params = 0, expert_params = 0, tensor_bytes = 0, file_bytes = 0;
+  uint64_t int4_modules = 0, int4_weights = 0, int4_bytes = 0;  // quant_scheme.h modules
   std::map<std::string, std::pair<size_t, uint64_t>> by_dtype;  // name -> (tensors, bytes)
   for (const TensorInfo& t : tensors) {
     const TensorKind kind = KindOf(t, spec_by_name);
     const uint64_t p = LogicalParameters(kind, t.numel());
     params += p;
+    const bool expert = t.name.find(".experts.") != std::string::npos;
     if (kind == TensorKind::kExpertBlocks || kind == TensorKind::kExpertWeight ||
-        kind == TensorKind::kExpertLinear) expert_params += p;
+        kind == TensorKind::kExpertLinear || (kind == TensorKind::kInt4Codes && expert)) expert_params += p;
+    if (kind == TensorKind::kInt4Codes) {
+      ++int4_modules;
+      int4_weights += p;
+    }
+    if (kind == TensorKind::kInt4Codes || kind == TensorKind::kInt4Zeros || kind == TensorKind::kInt4Scales) {
+      int4_bytes += t.nbytes();
+    }
     tensor_bytes += t.nbytes();
     auto& d = by_dtype[std::string(DTypeName(t.dtype))];
     d.first += 1;
@@ -201,6 +212,11 @@ void RunInspect(const InspectArgs& args) {
                        {"sliding_window", c.sliding_window ? nlohmann::json(*c.sliding_window) : nlohmann::json()},
                        {"rope_type", c.rope_scaling ? c.rope_scaling->rope_type : "default"},
                        {"quant_method", c.quantization.quant_method}};
+      if (int4 && int4_weights > 0) {
+        out["int4"] = {{"scheme", int4->Describe()},
+                       {"modules", int4_modules},
+                       {"bits_per_weight_stored", 8.0 * int4_bytes / int4_weights}};
+      }
     } else {
       out["config"] = nullptr;
     }
@@ -279,6 +295,17 @@ void RunInspect(const InspectArgs& args) {
       }
       std::printf("quantization: %s\n",
                   c.quantization.quant_method.empty() ? "none" : c.quantization.quant_method.c_str());
+      if (int4 && int4_weights > 0) {
+        // Held: the codes plus one zero byte and one f32 scale per group (model/formats/int4.cpp).
+        std::string held;
+        if (int4->group_size > 0) {
+          char buf[32];
+          std::snprintf(buf, sizeof(buf), ", %.2f as held", 4.0 + 40.0 / static_cast<double>(int4->group_size));
+          held = buf;
+        }
+        std::printf("int4: %s; %llu modules, %.2f bits per weight as stored%s\n", int4->Describe().c_str(),
+                    static_cast<unsigned long long>(int4_modules), 8.0 * int4_bytes / int4_weights, held.c_str());
+      }
     } else {
       std::printf("config: none (no config.json)\n");
     }

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/error.h"
+#include "model/quant_scheme.h"
 #include "model/synth.h"
 
 namespace tessera::cli {
@@ -18,6 +20,8 @@ struct SynthArgs {
   uint64_t seed = 0;
   uint64_t max_shard_bytes = kGptOssMaxShardBytes;
   bool force = false;
+  std::string quant;   // "", awq, compressed-tensors, compressed-tensors-sym
+  int64_t group = 128;
 };
 
 // "26.44 M", "20.91 B"; "52.0 MB", "13.76 GB".
@@ -31,6 +35,16 @@ std::string Scaled(double value, const char* small_unit, const char* large_unit,
 void RunSynth(const SynthArgs& args) {
   SynthOptions options;
   options.config_json = SynthPresetConfigJson(args.preset);
+  if (!args.quant.empty()) {
+    if (options.config_json.value("model_type", "") == "gpt_oss") {
+      Fail("synth: --quant applies to the dense families (gpt-oss presets carry MXFP4 experts)");
+    }
+    Int4Scheme scheme;
+    scheme.layout = args.quant == "awq" ? Int4Layout::kAutoAwqGemm : Int4Layout::kPackQuantized;
+    scheme.zero_points = args.quant != "compressed-tensors-sym";
+    scheme.group_size = args.group;
+    options.config_json["quantization_config"] = Int4QuantizationConfigJson(scheme);
+  }
   options.seed = args.seed;
   options.max_shard_bytes = args.max_shard_bytes;
   options.overwrite = args.force;
@@ -103,6 +117,19 @@ void RegisterSynth(CLI::App& app) {
       ->capture_default_str()
       ->check(UnsignedInteger(/*allow_zero=*/false));
   cmd->add_flag("-f,--force", args->force, "replace the model files of a non-empty output directory");
+  cmd->add_option("--quant", args->quant,
+                  "store the linear layers as int4: awq (AutoAWQ GEMM), compressed-tensors (asymmetric) or "
+                  "compressed-tensors-sym")
+      ->check(CLI::IsMember({"awq", "compressed-tensors", "compressed-tensors-sym"}));
+  cmd->add_option("--group", args->group, "int4 group size (-1: one group per input row; default 128)")
+      ->check([](const std::string& v) -> std::string {
+        try {
+          const long long g = std::stoll(v);
+          return g == -1 || (g > 0 && g % 8 == 0) ? "" : "must be -1 or a positive multiple of 8";
+        } catch (...) {
+          return "must be an integer";
+        }
+      });
   cmd->callback([args] { RunSynth(*args); });
 }
 

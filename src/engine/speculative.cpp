@@ -74,6 +74,16 @@ DecodeByteModel DecodeBytesOf(const ModelConfig& config, const ModelOptions& opt
       case TensorKind::kExpertLinear:
         expert_bytes += int8 ? numel + 4.0 * static_cast<double>(t.shape[0]) : 2.0 * numel;
         break;
+      case TensorKind::kInt4Codes:
+      case TensorKind::kInt4Zeros:
+      case TensorKind::kInt4Scales: {
+        // Resident: the codes as stored, one zero byte and one f32 scale per group.
+        const double bytes = t.kind == TensorKind::kInt4Codes ? 4.0 * numel : t.kind == TensorKind::kInt4Zeros ? 8.0 * numel : 4.0 * numel;
+        (t.name.find(".experts.") != std::string::npos ? expert_bytes : m.shared) += bytes;
+        break;
+      }
+      case TensorKind::kInt4Shape:
+        break;
       case TensorKind::kExpertBias:
       case TensorKind::kNorm:
       case TensorKind::kLinearBias:

@@ -616,6 +616,38 @@ std::optional<RopeScaling> ReadRope(const json& v, const Ctx& ctx, std::string_v
 
 // ---- quantization_config (quantization.md) ---------------------------------------------------
 
+// compressed-tensors config_groups entries (dense-decoders.md §10).
+const std::vector<Field<QuantGroup>>& QuantGroupFields() {
+  using G = QuantGroup;
+  static const std::vector<Field<G>> fields = [] {
+    std::vector<Field<G>> f;
+    f.push_back(StrList("targets", &G::targets));
+    f.push_back(Str("format", &G::format));
+    f.push_back(OptInt("weights.num_bits", &G::num_bits).Positive());
+    f.push_back(Str("weights.type", &G::type));
+    f.push_back(OptBool("weights.symmetric", &G::symmetric));
+    f.push_back(Str("weights.strategy", &G::strategy));
+    f.push_back(OptInt("weights.group_size", &G::group_size).PositiveOrMinusOne());
+    Field<G> actorder;  // a string ("group", "weight"), or a boolean in older files
+    actorder.key = "weights.actorder";
+    actorder.read = [](G& g, const json& v, const Ctx& ctx) {
+      g.actorder = v.is_boolean() ? (v.get<bool>() ? "true" : "") : ToString(v, ctx);
+    };
+    actorder.write = [](const G& g, const json*, std::string_view) { return g.actorder.empty() ? json() : json(g.actorder); };
+    f.push_back(std::move(actorder));
+    f.push_back(OptBool("weights.dynamic", &G::dynamic));
+    for (const std::string_view key : {"input_activations", "output_activations"}) {
+      Field<G> act;
+      act.key = key;
+      act.read = [](G& g, const json&, const Ctx&) { g.quantized_activations = true; };
+      act.write = [](const G&, const json* prev, std::string_view) { return prev != nullptr ? *prev : json(); };
+      f.push_back(std::move(act));
+    }
+    return f;
+  }();
+  return fields;
+}
+
 const std::vector<Field<QuantizationConfig>>& QuantFields() {
   using Q = QuantizationConfig;
   static const std::vector<Field<Q>> fields = [] {
@@ -628,6 +660,34 @@ const std::vector<Field<QuantizationConfig>>& QuantFields() {
     f.push_back(OptInt("group_size", &Q::group_size).Alias("q_group_size").PositiveOrMinusOne());
     f.push_back(OptBool("zero_point", &Q::zero_point));
     f.push_back(Str("version", &Q::version));
+    // compressed-tensors
+    f.push_back(Str("format", &Q::format));
+    f.push_back(Str("quantization_status", &Q::quantization_status));
+    f.push_back(StrList("ignore", &Q::ignore));
+    Field<Q> groups;
+    groups.key = "config_groups";
+    groups.read = [](Q& q, const json& v, const Ctx& ctx) {
+      if (!v.is_object()) ctx.Fail("must be an object, got ", Describe(v));
+      q.config_groups.clear();
+      for (const auto& [name, entry] : v.items()) {
+        const Ctx child = ctx.Child(name);
+        if (!entry.is_object()) child.Fail("must be an object, got ", Describe(entry));
+        QuantGroup g;
+        g.name = name;
+        ReadFields(QuantGroupFields(), entry, g, child, "");
+        q.config_groups.push_back(std::move(g));
+      }
+    };
+    groups.write = [](const Q& q, const json* prev, std::string_view) -> json {
+      if (q.config_groups.empty()) return prev != nullptr ? *prev : json();
+      json out = json::object();
+      for (const QuantGroup& g : q.config_groups) {
+        const json* before = prev != nullptr && prev->is_object() && prev->contains(g.name) ? &(*prev)[g.name] : nullptr;
+        out[g.name] = WriteFields(QuantGroupFields(), g, before != nullptr ? *before : json::object(), 0);
+      }
+      return out;
+    };
+    f.push_back(std::move(groups));
     return f;
   }();
   return fields;
@@ -941,9 +1001,10 @@ void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
       Fail(source, ": hidden_act: ", Quote(config.hidden_act), " is not supported for ", config.model_type,
            " (supported: silu)");
     }
-    if (!method.empty()) {
+    // int4 weights (model/formats/int4.h checks the scheme itself).
+    if (!method.empty() && method != "awq" && method != "compressed-tensors") {
       Fail(source, ": quantization_config.quant_method: ", Quote(method), " is not supported for ", config.model_type,
-           " yet (supported: unquantized BF16, F16 or F32 weights)");
+           " (supported: awq, compressed-tensors, or unquantized BF16, F16 or F32 weights)");
     }
     if (arch == kQwen3Moe && (config.num_local_experts <= 0 || config.num_experts_per_tok <= 0)) {
       Fail(source, ": num_experts: qwen3_moe needs experts and num_experts_per_tok");

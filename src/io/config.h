@@ -47,6 +47,23 @@ struct RopeScaling {
 
 enum class LayerType { kFullAttention, kSlidingAttention };
 
+// One entry of a compressed-tensors `config_groups` (dense-decoders.md §10): which modules it
+// covers and how their weights are quantized.
+struct QuantGroup {
+  std::string name;                  // the entry's key, e.g. "group_0"
+  std::vector<std::string> targets;  // module class names ("Linear") or "re:" name patterns
+  std::string format;                // e.g. "pack-quantized"
+  // weights.*
+  std::optional<int64_t> num_bits;
+  std::string type;  // "int", "float"
+  std::optional<bool> symmetric;
+  std::string strategy;  // "group", "channel", "tensor", "block"
+  std::optional<int64_t> group_size;
+  std::string actorder;  // "" when null or false
+  std::optional<bool> dynamic;
+  bool quantized_activations = false;  // input_activations or output_activations not null
+};
+
 struct QuantizationConfig {
   std::string quant_method;  // "" when the checkpoint is not quantized; "mxfp4", "awq", ...
   std::vector<std::string> modules_to_not_convert;
@@ -55,6 +72,11 @@ struct QuantizationConfig {
   std::optional<int64_t> group_size;
   std::optional<bool> zero_point;
   std::string version;  // "gemm", "gemv", ...
+  // compressed-tensors
+  std::string format;  // "pack-quantized", ...
+  std::string quantization_status;
+  std::vector<std::string> ignore;  // module names or "re:" patterns left unquantized
+  std::vector<QuantGroup> config_groups;
 };
 
 struct ModelConfig {

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
+#include "kernels/int4.h"
 #include "kernels/mxfp4.h"
 #include "kernels/parallel_matmul.h"
 #include "model/formats/formats.h"
@@ -39,6 +40,11 @@ constexpr std::array kFormats = {
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) {
                 return MakeMxfp4Linear(s, true, w, false);
               }},
+    // int4: columns come in whole quantization groups (checked per source); 8 is the least.
+    FormatRow{LinearFormat::kInt4, "int4", 8,
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeInt4Linear(s, false, w); }},
+    FormatRow{LinearFormat::kInt4Q8, "int4-q8", 32,
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeInt4Linear(s, true, w); }},
 };
 
 const FormatRow& RowOf(LinearFormat format) {
@@ -99,6 +105,58 @@ LinearSource LinearSource::Mxfp4Tensor(std::string name, const uint8_t* codes, c
   return s;
 }
 
+LinearSource LinearSource::Int4Module(std::string name, const Int4Stored& stored,
+                                      std::vector<std::pair<const uint8_t*, size_t>> mapped, int64_t row0, int64_t nrows,
+                                      int64_t col0, int64_t ncols) {
+  LinearSource s;
+  s.name = std::move(name);
+  s.dtype = DType::kI32;
+  s.rows = nrows < 0 ? stored.out : nrows;
+  s.cols = ncols < 0 ? stored.in : ncols;
+  s.col0 = col0;
+  TESSERA_CHECK(row0 >= 0 && row0 + s.rows <= stored.out && col0 >= 0 && col0 + s.cols <= stored.in);
+  s.int4_tensors.push_back(stored);
+  for (int64_t r = 0; r < s.rows; ++r) s.int4_rows.emplace_back(0, row0 + r);
+  s.mapped = std::move(mapped);
+  return s;
+}
+
+LinearSource LinearSource::Interleave(LinearSource a, const LinearSource& b) {
+  TESSERA_CHECK(a.count == b.count && a.rows == b.rows && a.cols == b.cols && a.int4() == b.int4() &&
+                a.mxfp4 == b.mxfp4 && a.col0 == b.col0);
+  LinearSource s = a;
+  s.name = a.name + " / " + b.name;
+  s.rows = 2 * a.rows;
+  s.row_data.clear();
+  s.int4_rows.clear();
+  const uint32_t shift = static_cast<uint32_t>(a.int4_tensors.size());
+  s.int4_tensors.insert(s.int4_tensors.end(), b.int4_tensors.begin(), b.int4_tensors.end());
+  for (size_t r = 0; r < a.num_rows(); ++r) {
+    if (a.int4()) {
+      s.int4_rows.push_back(a.int4_rows[r]);
+      s.int4_rows.emplace_back(b.int4_rows[r].first + shift, b.int4_rows[r].second);
+    } else {
+      s.row_data.push_back(a.row_data[r]);
+      s.row_data.push_back(b.row_data[r]);
+    }
+  }
+  TESSERA_CHECK(!a.mxfp4);  // no interleaved MXFP4 sources (gpt-oss stores gate_up fused)
+  s.mapped.insert(s.mapped.end(), b.mapped.begin(), b.mapped.end());
+  return s;
+}
+
+void LinearSource::Append(const LinearSource& next) {
+  TESSERA_CHECK(next.rows == rows && next.cols == cols && next.int4() == int4() && next.mxfp4 == mxfp4 &&
+                next.col0 == col0);
+  const uint32_t shift = static_cast<uint32_t>(int4_tensors.size());
+  int4_tensors.insert(int4_tensors.end(), next.int4_tensors.begin(), next.int4_tensors.end());
+  for (const auto& [t, r] : next.int4_rows) int4_rows.emplace_back(t + shift, r);
+  row_data.insert(row_data.end(), next.row_data.begin(), next.row_data.end());
+  row_scales.insert(row_scales.end(), next.row_scales.begin(), next.row_scales.end());
+  mapped.insert(mapped.end(), next.mapped.begin(), next.mapped.end());
+  count += next.count;
+}
+
 size_t LinearSource::RowBytes() const {
   return mxfp4 ? static_cast<size_t>(cols / 2) : static_cast<size_t>(cols) * DTypeSize(dtype);
 }
@@ -114,6 +172,11 @@ bool LinearSource::Contiguous() const {
 
 LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& policy) {
   if (source.mxfp4) return policy.fast ? LinearFormat::kMxfp4Q8 : LinearFormat::kMxfp4;
+  if (source.int4()) {
+    const Int4Stored& t = source.int4_tensors.front();
+    return policy.fast && Int4Q8Ok(static_cast<size_t>(source.cols), static_cast<size_t>(t.group)) ? LinearFormat::kInt4Q8
+                                                                                                  : LinearFormat::kInt4;
+  }
   // int8 rows need whole 32-value activation blocks; other matrices stay as stored.
   if (policy.fast && policy.dense_int8 && source.cols % static_cast<int64_t>(kQ8Block) == 0) return LinearFormat::kInt8;
   switch (source.dtype) {
@@ -125,7 +188,7 @@ LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& 
 
 std::unique_ptr<LinearWeights> LoadLinear(const LinearSource& source, LinearFormat format, const std::string& where,
                                           bool borrow) {
-  TESSERA_CHECK(source.row_data.size() == static_cast<size_t>(source.count * source.rows));
+  TESSERA_CHECK(source.num_rows() == static_cast<size_t>(source.count * source.rows));
   return RowOf(format).make(source, format, where, borrow);
 }
 

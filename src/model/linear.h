@@ -7,6 +7,9 @@
 //   int8             per-row int8 in the q8 layout (kernels/q8.h), quantized at load (fast path)
 //   mxfp4            the checkpoint's E2M1 blocks + E8M0 scales, in place (exact path)
 //   mxfp4-q8         the same weights repacked into the q8 layout (fast path, int8 activations)
+//   int4             group-quantized 4-bit weights (AutoAWQ GEMM, compressed-tensors
+//                    pack-quantized) repacked into kernels/int4.h's layout, float32 activations
+//   int4-q8          the same layout against int8 activations (fast path, group size % 32 == 0)
 // ChooseLinearFormat is the one place that picks a format for a matrix, from its stored dtype and
 // the precision options; LoadLinear builds it from a LinearSource (the stored rows, already
 // sliced for tensor parallelism), releasing the mapped pages it copied, so one copy of every
@@ -27,7 +30,7 @@
 
 namespace tessera {
 
-enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8 };
+enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8 };
 std::string_view LinearFormatName(LinearFormat format);
 // A format's matrices have a multiple of this many columns (32 for the q8 and MXFP4 blocks, 1 for
 // the float formats).
@@ -62,11 +65,30 @@ class LinearWeights {
   int64_t count_, rows_, cols_;
 };
 
+// How a checkpoint stores a group-quantized 4-bit module (../shared/reference/quantization.md B.2,
+// dense-decoders.md §10), for W [out, in] with groups of `group` inputs:
+//   kAutoAwqGemm    qweight I32 [in, out/8] (nibble i of word c = column 8c + (0,2,4,6,1,3,5,7)[i]),
+//                   qzeros I32 [in/G, out/8] (same packing, zeros as is), scales F16 [in/G, out]
+//   kPackQuantized  weight_packed I32 [out, in/8] (natural nibble order, q + 8), weight_scale
+//                   [out, in/G] (F16 / BF16 / F32), weight_zero_point I32 [out/8, in/G] packed along
+//                   out (z + 8; absent when symmetric: z = 8)
+enum class Int4Layout : uint8_t { kAutoAwqGemm, kPackQuantized };
+struct Int4Stored {
+  Int4Layout layout;
+  const uint8_t* codes = nullptr;
+  const uint8_t* zeros = nullptr;  // null: symmetric (every zero 8)
+  const uint8_t* scales = nullptr;
+  DType scale_dtype = DType::kF16;
+  int64_t out = 0, in = 0, group = 0;
+};
+
 // Stored matrices to build a LinearWeights from: `count` matrices of `rows` x `cols`, matrix e's
 // row r starting at row_data[e * rows + r] (any order of the stored rows: a tensor-parallel
 // slice, gate and up rows interleaved from two tensors). Float dtypes: `cols` elements of `dtype`
 // per row. MXFP4 (dtype U8): cols / 2 code bytes per row at row_data, cols / 32 scale bytes at
-// row_scales; cols is then a multiple of 32.
+// row_scales; cols is then a multiple of 32. int4 (int4_tensors non-empty): matrix e's row r is
+// stored row int4_rows[e * rows + r].second of module int4_tensors[.first], columns
+// [col0, col0 + cols) of it (whole groups).
 struct LinearSource {
   std::string name;  // the tensor (or tensors) in errors
   DType dtype = DType::kBF16;
@@ -74,6 +96,10 @@ struct LinearSource {
   int64_t count = 1, rows = 0, cols = 0;
   std::vector<const uint8_t*> row_data;
   std::vector<const uint8_t*> row_scales;  // MXFP4 only
+  std::vector<Int4Stored> int4_tensors;
+  std::vector<std::pair<uint32_t, int64_t>> int4_rows;
+  int64_t col0 = 0;  // int4 only
+  bool int4() const { return !int4_tensors.empty(); }
   // Mapped ranges the matrices were read from; released once copied unless `shared` (another
   // user, e.g. the embedding table behind a tied lm_head, still reads them).
   std::vector<std::pair<const uint8_t*, size_t>> mapped;
@@ -87,9 +113,18 @@ struct LinearSource {
   static LinearSource Mxfp4Tensor(std::string name, const uint8_t* codes, const uint8_t* scales, int64_t count,
                                   int64_t rows, int64_t cols, int64_t row0 = 0, int64_t nrows = -1, int64_t col0 = 0,
                                   int64_t ncols = -1);
+  // Rows [row0, row0 + nrows) and columns [col0, col0 + ncols) (multiples of the group size) of
+  // one stored int4 module; `mapped` lists its tensors' bytes.
+  static LinearSource Int4Module(std::string name, const Int4Stored& stored, std::vector<std::pair<const uint8_t*, size_t>> mapped,
+                                 int64_t row0 = 0, int64_t nrows = -1, int64_t col0 = 0, int64_t ncols = -1);
+  // Rows a_0, b_0, a_1, b_1, ...: gate and up interleaved (same count, rows, cols and kind).
+  static LinearSource Interleave(LinearSource a, const LinearSource& b);
+  // Appends `next`'s matrices after this source's (stacked experts; same rows, cols and kind).
+  void Append(const LinearSource& next);
   // Whether the rows of every matrix follow each other in memory (a format may then borrow them).
   bool Contiguous() const;
   size_t RowBytes() const;  // bytes of one stored row (MXFP4: the codes)
+  size_t num_rows() const { return int4() ? int4_rows.size() : row_data.size(); }
 };
 
 // How matrices are held, from the model options (model.h Precision / DenseWeights).
@@ -98,9 +133,10 @@ struct LinearPolicy {
   bool dense_int8 = false;  // float matrices -> int8 (fast only)
 };
 
-// The one place that picks a format: MXFP4 sources stay MXFP4 (q8-repacked when fast), float
-// sources keep their dtype (bf16 / f16 / f32) unless policy.dense_int8 and their rows are whole
-// 32-value blocks (tiny test models' odd widths stay as stored).
+// The one place that picks a format: MXFP4 sources stay MXFP4 (q8-repacked when fast), int4
+// sources int4 (int4-q8 when fast and their groups are whole q8 blocks), float sources keep their
+// dtype (bf16 / f16 / f32) unless policy.dense_int8 and their rows are whole 32-value blocks (tiny
+// test models' odd widths stay as stored).
 LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& policy);
 
 // Builds `format` from `source` (on GlobalPool()); throws tessera::Error naming source.name and

@@ -27,6 +27,7 @@
 #include "model/layers.h"
 #include "model/architecture.h"
 #include "model/kv_cache.h"
+#include "model/quant_scheme.h"
 #include "model/rope.h"
 #include "model/tensor_parallel.h"
 
@@ -91,6 +92,8 @@ class Model {
   static std::unique_ptr<Model> Load(const std::string& path, const ModelOptions& options = {});
   ~Model();
 
+  // The checkpoint's int4 modules (model/quant_scheme.h), when it has any.
+  const std::optional<Int4Scheme>& int4_scheme() const { return int4_; }
   const ModelConfig& config() const { return config_; }
   const Architecture& architecture() const { return *arch_; }
   const ModelOptions& options() const { return options_; }
@@ -179,6 +182,7 @@ class Model {
   uint64_t parameters_ = 0;
 
   const Architecture* arch_ = nullptr;
+  std::optional<Int4Scheme> int4_;  // the checkpoint's int4 modules (quant_scheme.h), if any
   const uint8_t* embed_ = nullptr;  // [V, H] in embed_dtype_, in the mapping
   DType embed_dtype_ = DType::kBF16;
   std::unique_ptr<LinearWeights> lm_head_;  // [V or V / P, H]

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/model_dir.h"
 #include "kernels/mxfp4.h"
 #include "model/model.h"
+#include "model/quant_scheme.h"
 #include "model/tensor_specs.h"
 
 namespace tessera {
@@ -51,6 +53,7 @@ std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& 
   ValidateModelConfig(model->config_, config_path);
   const ModelConfig& c = model->config_;
   model->arch_ = &ArchitectureOf(c, config_path);
+  model->int4_ = Int4SchemeOf(c, config_path);
   if (const std::string blocker = LoadBlocker(c, config_path); !blocker.empty()) Fail(blocker);
   model->generation_config_ = LoadGenerationConfig(dir);
   model->store_ = WeightStore::Open(path);
@@ -115,9 +118,13 @@ void Model::LoadWeights() {
   // Units [i0, i0 + ni) of an intermediate dimension of I: whole 32-wide blocks where I allows
   // (MXFP4 and the q8 formats need them), split as evenly as the blocks allow (gpt-oss-20b at
   // P = 4: 23/22/23/22 of 90 blocks; a rank may get none on tiny models).
+  // int4 down projections (split along their input, I) need whole quantization groups too.
+  const int64_t unit_block = int4_ && int4_->group_size > 0 ? std::lcm<int64_t>(kMxfp4BlockSize, int4_->group_size)
+                                                             : kMxfp4BlockSize;
   auto units = [&](int64_t I, bool split) -> std::pair<int64_t, int64_t> {
     if (!split) return {0, I};
-    const int64_t block = I % kMxfp4BlockSize == 0 ? kMxfp4BlockSize : 1, blocks = I / block;
+    const int64_t block = I % unit_block == 0 ? unit_block : I % kMxfp4BlockSize == 0 ? kMxfp4BlockSize : 1;
+    const int64_t blocks = I / block;
     const int64_t begin = blocks * r / P * block;
     return {begin, blocks * (r + 1) / P * block - begin};
   };
@@ -125,34 +132,32 @@ void Model::LoadWeights() {
   auto load = [&](const LinearSource& source, const LinearPolicy& policy, bool borrow = false) {
     return LoadLinear(source, ChooseLinearFormat(source, policy), path_, borrow);
   };
-  // Rows [row0, row0 + rows) and columns [col0, col0 + cols) of a stored [n, k] matrix.
-  auto matrix = [&](const std::string& name, int64_t row0 = 0, int64_t rows = -1, int64_t col0 = 0,
-                    int64_t cols = -1) {
-    const TensorView t = view(name);
-    return LinearSource::Tensor(name, t.dtype(), t.data, 1, t.shape()[0], t.shape()[1], row0, rows, col0, cols);
+  // Rows [row0, row0 + rows) and columns [col0, col0 + cols) of linear module `module` (its
+  // .weight, or its int4 tensors: quant_scheme.h).
+  auto matrix = [&](const std::string& module, int64_t row0 = 0, int64_t rows = -1, int64_t col0 = 0,
+                    int64_t cols = -1) { return ModuleSource(store, int4_, module, row0, rows, col0, cols); };
+  // Matrices stored alike (one dtype, or all int4): the sources of one LinearWeights.
+  auto same_kind = [&](const LinearSource& a, const LinearSource& b) {
+    if (a.int4() != b.int4() || (!a.int4() && a.dtype != b.dtype)) {
+      Fail(path_, ": tensors '", a.name, "' and '", b.name, "' must be stored alike (",
+           a.int4() ? std::string("int4") : std::string(DTypeName(a.dtype)), " vs ",
+           b.int4() ? std::string("int4") : std::string(DTypeName(b.dtype)), ")");
+    }
   };
-  // Gate and up rows of units [i0, i0 + ni), interleaved, for `experts` matrices named by `name_of`.
+  // Gate and up rows of units [i0, i0 + ni), interleaved, for `experts` modules named by `name_of`.
   auto gate_up = [&](int64_t experts, const std::function<std::string(int64_t, const char*)>& name_of, int64_t i0,
                      int64_t ni) {
     LinearSource s;
-    s.name = name_of(0, "gate_proj") + " / up_proj";
-    s.count = experts;
-    s.rows = 2 * ni;
     for (int64_t e = 0; e < experts; ++e) {
-      const TensorView g = view(name_of(e, "gate_proj")), u = view(name_of(e, "up_proj"));
-      if (g.dtype() != u.dtype() || (e > 0 && g.dtype() != s.dtype)) {
-        Fail(path_, ": tensors '", g.name(), "' and '", u.name(), "' must have the same dtype (",
-             DTypeName(g.dtype()), " vs ", DTypeName(u.dtype()), ")");
+      const LinearSource g = matrix(name_of(e, "gate_proj"), i0, ni), u = matrix(name_of(e, "up_proj"), i0, ni);
+      same_kind(g, u);
+      LinearSource both = LinearSource::Interleave(g, u);
+      if (e == 0) {
+        s = std::move(both);
+        continue;
       }
-      s.dtype = g.dtype();
-      s.cols = g.shape()[1];
-      const size_t row_bytes = static_cast<size_t>(s.cols) * DTypeSize(s.dtype);
-      for (int64_t i = i0; i < i0 + ni; ++i) {
-        s.row_data.push_back(g.data + i * row_bytes);
-        s.row_data.push_back(u.data + i * row_bytes);
-      }
-      s.mapped.push_back({g.data, g.nbytes()});
-      s.mapped.push_back({u.data, u.nbytes()});
+      same_kind(s, both);
+      s.Append(both);
     }
     return s;
   };
@@ -163,8 +168,9 @@ void Model::LoadWeights() {
   embed_dtype_ = embed.dtype();
   {
     // Vocabulary-parallel lm_head rows; tied, it is the embedding table, which stays mapped.
-    const std::string name = c.tie_word_embeddings ? embed_name : "lm_head.weight";
-    LinearSource s = matrix(name, r * nv_, nv_ == V ? -1 : nv_);
+    LinearSource s = c.tie_word_embeddings
+                         ? LinearSource::Tensor(embed_name, embed.dtype(), embed.data, 1, V, H, r * nv_, nv_ == V ? -1 : nv_)
+                         : matrix("lm_head", r * nv_, nv_ == V ? -1 : nv_);
     s.shared = c.tie_word_embeddings;
     lm_head_ = load(s, LinearPolicy{fast, int8}, c.tie_word_embeddings);
   }
@@ -181,11 +187,11 @@ void Model::LoadWeights() {
 
     AttentionWeights& A = L.attention;
     A.sliding = plan.sliding;
-    A.q = load(matrix(p + "self_attn.q_proj.weight", q0 * D, nq_ * D), policy);
-    A.k = load(matrix(p + "self_attn.k_proj.weight", kv0 * D, nkv_ * D), policy);
-    A.v = load(matrix(p + "self_attn.v_proj.weight", kv0 * D, nkv_ * D), policy);
+    A.q = load(matrix(p + "self_attn.q_proj", q0 * D, nq_ * D), policy);
+    A.k = load(matrix(p + "self_attn.k_proj", kv0 * D, nkv_ * D), policy);
+    A.v = load(matrix(p + "self_attn.v_proj", kv0 * D, nkv_ * D), policy);
     // o_proj is row-parallel: this rank's input columns [q0 D, (q0 + nq) D) of every row.
-    A.o = load(matrix(p + "self_attn.o_proj.weight", 0, -1, q0 * D, nq_ * D), policy);
+    A.o = load(matrix(p + "self_attn.o_proj", 0, -1, q0 * D, nq_ * D), policy);
     if (plan.qkv_bias) {
       A.bq = Slice(ToF32(view(p + "self_attn.q_proj.bias")), q0 * D, nq_ * D);
       A.bk = Slice(ToF32(view(p + "self_attn.k_proj.bias")), kv0 * D, nkv_ * D);
@@ -207,9 +213,9 @@ void Model::LoadWeights() {
     if (!plan.moe) {
       // Dense MLP, tensor-parallel over intermediate units (gate/up rows, down's columns).
       const auto [i0, ni] = units(I, P > 1);
-      auto name_of = [&](int64_t, const char* proj) { return StrCat(p, "mlp.", proj, ".weight"); };
+      auto name_of = [&](int64_t, const char* proj) { return StrCat(p, "mlp.", proj); };
       mlp.gate_up = load(gate_up(1, name_of, i0, ni), policy);
-      mlp.down = load(matrix(p + "mlp.down_proj.weight", 0, -1, i0, ni), policy);
+      mlp.down = load(matrix(p + "mlp.down_proj", 0, -1, i0, ni), policy);
       if (plan.mlp_bias) {
         mlp.gate_up_bias = Interleave(ToF32(view(p + "mlp.gate_proj.bias")), ToF32(view(p + "mlp.up_proj.bias")), i0, ni);
         // The ranks' partial sums are added: the down bias counts once, on rank 0.
@@ -224,24 +230,22 @@ void Model::LoadWeights() {
     M.top_k = c.num_experts_per_tok;
     M.first_expert = e0_;
     const std::string router = p + std::string(arch.router_name);
-    M.router = load(matrix(router + ".weight"), policy);
+    M.router = load(matrix(router), policy);
     if (arch.router_bias) M.router_bias = ToF32(view(router + ".bias"));
     const auto [i0, ni] = units(I, tensor_experts);
     if (arch.experts == ExpertLayout::kPerExpert) {
-      auto name_of = [&](int64_t e, const char* proj) { return StrCat(p, "mlp.experts.", e0_ + e, ".", proj, ".weight"); };
+      auto name_of = [&](int64_t e, const char* proj) { return StrCat(p, "mlp.experts.", e0_ + e, ".", proj); };
       mlp.gate_up = load(gate_up(ne_, name_of, i0, ni), policy);
       LinearSource down;
       for (int64_t e = 0; e < ne_; ++e) {
         LinearSource one = matrix(name_of(e, "down_proj"), 0, -1, i0, ni);
-        if (e > 0 && one.dtype != down.dtype) Fail(path_, ": tensor '", one.name, "' has another dtype than expert 0's");
         if (e == 0) {
           down = std::move(one);
           continue;
         }
-        down.row_data.insert(down.row_data.end(), one.row_data.begin(), one.row_data.end());
-        down.mapped.insert(down.mapped.end(), one.mapped.begin(), one.mapped.end());
+        same_kind(down, one);
+        down.Append(one);
       }
-      down.count = ne_;
       mlp.down = load(down, policy);
       continue;
     }

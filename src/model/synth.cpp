@@ -309,6 +309,11 @@ int64_t FanIn(const TensorSpec& spec) {
     case TensorKind::kExpertLinear:  // [out, in]
     case TensorKind::kExpertWeight:  // [E, in, out]
       return spec.shape.at(1);
+    case TensorKind::kInt4Codes:
+    case TensorKind::kInt4Zeros:
+    case TensorKind::kInt4Scales:
+    case TensorKind::kInt4Shape:
+      return spec.module_shape.at(1);
     case TensorKind::kExpertBlocks:  // [E, out, in/32, 16]
     case TensorKind::kExpertScales:  // [E, out, in/32]
       return spec.shape.at(2) * kMxfp4BlockSize;
@@ -340,6 +345,13 @@ SynthInit SynthInitFor(const TensorSpec& spec) {
     case TensorKind::kExpertBias: init.std = kSmallStd; break;
     case TensorKind::kAttentionSinks: init.std = 1.0f; break;
     case TensorKind::kExpertBlocks: break;  // uniform random codes
+    case TensorKind::kInt4Codes:            // uniform random codes
+    case TensorKind::kInt4Zeros:            // zero points 7 .. 9
+    case TensorKind::kInt4Shape: break;
+    case TensorKind::kInt4Scales:
+      // W = (q - z) s with q uniform in 0 .. 15 and z near 8: std(q - z) is about 4.6.
+      init.std = static_cast<float>(1.0 / std::sqrt(static_cast<double>(FanIn(spec))) / 4.6);
+      break;
     case TensorKind::kExpertScales: {
       // Decoded value = E2M1 * 2^(e + j), codes uniform (E[E2M1^2] = 68.5 / 8), j uniform in
       // {-1, 0, 1} (E[4^j] = 1.75): std = sqrt(8.5625 * 1.75) * 2^e. Pick e nearest (in log2) to
@@ -367,6 +379,42 @@ void FillSyntheticTensor(const TensorSpec& spec, uint64_t seed, uint8_t* dst, si
       for (size_t w = begin; w < end; ++w) {
         const uint64_t bits = Draw(key, w);
         std::memcpy(dst + 8 * w, &bits, std::min<size_t>(8, nbytes - 8 * w));
+      }
+    });
+    return;
+  }
+  if (spec.kind == TensorKind::kInt4Codes || spec.kind == TensorKind::kInt4Zeros) {
+    const bool zeros = spec.kind == TensorKind::kInt4Zeros;
+    pool.ParallelFor(nbytes / 4, kGrain, [&](size_t begin, size_t end) {
+      for (size_t w = begin; w < end; ++w) {
+        uint64_t bits = Draw(key, w);
+        uint32_t word = static_cast<uint32_t>(bits);
+        if (zeros) {
+          word = 0;
+          for (int i = 0; i < 8; ++i, bits /= 3) word |= static_cast<uint32_t>(7 + bits % 3) << (4 * i);
+        }
+        std::memcpy(dst + 4 * w, &word, 4);
+      }
+    });
+    return;
+  }
+  if (spec.kind == TensorKind::kInt4Shape) {
+    TESSERA_CHECK(spec.module_shape.size() == 2 && nbytes == 2 * DTypeSize(spec.dtype));
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t v = spec.module_shape[i];
+      std::memcpy(dst + i * DTypeSize(spec.dtype), &v, DTypeSize(spec.dtype));  // little-endian I64 (or I32)
+    }
+    return;
+  }
+  if (spec.kind == TensorKind::kInt4Scales) {
+    // Magnitudes around the target with either sign (AWQ scales are positive; a negative scale is
+    // the same weight distribution), never zero.
+    const size_t elem = DTypeSize(spec.dtype);
+    pool.ParallelFor(nbytes / elem, kGrain, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const float v = init.std * (0.75f + 0.5f * static_cast<float>(Draw(key, i) % 1024) / 1024.0f);
+        const uint16_t h = spec.dtype == DType::kF16 ? F32ToF16(v) : F32ToBf16(v);
+        if (elem == 2) std::memcpy(dst + 2 * i, &h, 2); else std::memcpy(dst + 4 * i, &v, 4);
       }
     });
     return;

@@ -9,6 +9,7 @@
 #include "io/json_util.h"
 #include "kernels/mxfp4.h"
 #include "model/architecture.h"
+#include "model/quant_scheme.h"
 
 namespace tessera {
 
@@ -27,6 +28,10 @@ std::string_view TensorKindName(TensorKind kind) {
     case TensorKind::kExpertWeight: return "expert weight";
     case TensorKind::kExpertLinear: return "expert linear weight";
     case TensorKind::kLmHead: return "lm head";
+    case TensorKind::kInt4Codes: return "int4 codes";
+    case TensorKind::kInt4Zeros: return "int4 zero points";
+    case TensorKind::kInt4Scales: return "int4 scales";
+    case TensorKind::kInt4Shape: return "int4 shape";
   }
   return "?";
 }
@@ -40,6 +45,8 @@ uint64_t TensorSpec::numel() const {
 uint64_t LogicalParameters(TensorKind kind, uint64_t numel) {
   if (kind == TensorKind::kExpertBlocks) return numel * 2;  // two E2M1 codes per byte
   if (kind == TensorKind::kExpertScales) return 0;          // part of the block encoding
+  if (kind == TensorKind::kInt4Codes) return numel * 8;     // eight 4-bit codes per int32
+  if (kind == TensorKind::kInt4Zeros || kind == TensorKind::kInt4Scales || kind == TensorKind::kInt4Shape) return 0;
   return numel;
 }
 
@@ -82,6 +89,7 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
   const int64_t head_dim = RequireDim(source, "head_dim", config.head_dim);
   const bool mxfp4 = arch.experts == ExpertLayout::kFusedInterleaved &&
                      GptOssExpertFormat(config, source) == ExpertFormat::kMxfp4;
+  const std::optional<Int4Scheme> int4 = Int4SchemeOf(config, source);
   const int64_t q_dim = heads * head_dim;  // sized from heads, never from hidden (Qwen3, gpt-oss)
   const int64_t kv_dim = kv_heads * head_dim;
 
@@ -99,7 +107,7 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
     const std::string p = StrCat("model.layers.", l, ".");
     auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
       if (bias && arch.checkpoint_layer_order) add(p + name + ".bias", kBF16, {out}, TensorKind::kLinearBias, li);
-      add(p + name + ".weight", kBF16, {out, in}, TensorKind::kLinearWeight, li);
+      AddLinearSpecs(specs, int4, p + name, out, in, TensorKind::kLinearWeight, li, source);
       if (bias && !arch.checkpoint_layer_order) add(p + name + ".bias", kBF16, {out}, TensorKind::kLinearBias, li);
     };
     add(p + "input_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
@@ -136,14 +144,15 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
       const int64_t experts = RequireDim(source, "num_local_experts", config.num_local_experts);
       const std::string router = p + std::string(arch.router_name) + ".";
       if (arch.router_bias) add(router + "bias", kBF16, {experts}, TensorKind::kRouterBias, li);
-      add(router + "weight", kBF16, {experts, hidden}, TensorKind::kRouterWeight, li);
+      AddLinearSpecs(specs, int4, router.substr(0, router.size() - 1), experts, hidden, TensorKind::kRouterWeight, li,
+                     source);
       const std::string e = p + "mlp.experts.";
       if (arch.experts == ExpertLayout::kPerExpert) {
         for (int64_t x = 0; x < experts; ++x) {
           const std::string ex = StrCat(e, x, ".");
-          add(ex + "gate_proj.weight", kBF16, {inter, hidden}, TensorKind::kExpertLinear, li);
-          add(ex + "up_proj.weight", kBF16, {inter, hidden}, TensorKind::kExpertLinear, li);
-          add(ex + "down_proj.weight", kBF16, {hidden, inter}, TensorKind::kExpertLinear, li);
+          AddLinearSpecs(specs, int4, ex + "gate_proj", inter, hidden, TensorKind::kExpertLinear, li, source);
+          AddLinearSpecs(specs, int4, ex + "up_proj", inter, hidden, TensorKind::kExpertLinear, li, source);
+          AddLinearSpecs(specs, int4, ex + "down_proj", hidden, inter, TensorKind::kExpertLinear, li, source);
         }
       } else if (mxfp4) {
         // MXFP4 blocks run along the input dimension: H for gate_up, I for down.
@@ -174,7 +183,7 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
     add(p + "post_attention_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
   }
   add("model.norm.weight", kBF16, {hidden}, TensorKind::kNorm, -1);
-  if (!config.tie_word_embeddings) add("lm_head.weight", kBF16, {vocab, hidden}, TensorKind::kLmHead, -1);
+  if (!config.tie_word_embeddings) AddLinearSpecs(specs, int4, "lm_head", vocab, hidden, TensorKind::kLmHead, -1, source);
   return specs;
 }
 
@@ -216,6 +225,13 @@ bool DTypeFits(const TensorSpec& spec, DType stored) {
     case TensorKind::kExpertBlocks:
     case TensorKind::kExpertScales:
       return DTypeSize(stored) == 1;
+    case TensorKind::kInt4Codes:
+    case TensorKind::kInt4Zeros:
+      return stored == DType::kI32 || stored == DType::kU32;  // packed words, read as bits
+    case TensorKind::kInt4Scales:
+      return stored == DType::kF16 || stored == DType::kBF16 || stored == DType::kF32;
+    case TensorKind::kInt4Shape:
+      return stored == DType::kI64 || stored == DType::kI32;
     default:
       // Float tensors: matrices go through the linear-weight formats (linear.h), which hold BF16,
       // F16 and F32 as stored; vectors are widened to float32 at load. All three convert exactly.
@@ -245,7 +261,8 @@ std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs,
                           StrCat("shape ", ShapeToString(t.shape), ", expected ", ShapeToString(spec.shape))});
     }
     if (!DTypeFits(spec, t.dtype)) {
-      const std::string expected = spec.dtype == DType::kBF16 ? std::string("BF16, F16 or F32") : std::string(DTypeName(spec.dtype));
+      const bool any_float = spec.dtype == DType::kBF16 || spec.kind == TensorKind::kInt4Scales;
+      const std::string expected = any_float ? std::string("BF16, F16 or F32") : std::string(DTypeName(spec.dtype));
       problems.push_back({TensorProblem::Type::kDType, spec.name,
                           StrCat("dtype ", DTypeName(t.dtype), ", expected ", expected)});
     }

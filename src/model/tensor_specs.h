@@ -11,6 +11,7 @@
 // I = the layer's intermediate size, E = experts, V = vocab_size):
 //   input_layernorm.weight / post_attention_layernorm.weight   [H]            kNorm
 //   self_attn.{q,k,v,o}_proj.weight   [Nq*D, H], [Nkv*D, H] x2, [H, Nq*D]       kLinearWeight
+//     (every linear module's .weight: int4 tensors instead when quant_scheme.h's scheme says so)
 //   self_attn.{q,k,v,o}_proj.bias     where the row's BiasRule says so          kLinearBias
 //   self_attn.{q,k}_norm.weight       [D] (Qwen3, Qwen3-MoE)                    kNorm
 //   self_attn.sinks                   [Nq] (gpt-oss)                            kAttentionSinks
@@ -59,6 +60,11 @@ enum class TensorKind : uint8_t {
   kExpertWeight,    // [E, in, out] dense expert matrix (unquantized gpt-oss checkpoints)
   kExpertLinear,    // [out, in] one expert's projection (Qwen3-MoE mlp.experts.{e}.*_proj)
   kLmHead,          // [V, H] unembedding (not tied in gpt-oss)
+  // A group-quantized 4-bit linear module in place of its .weight (model/quant_scheme.h).
+  kInt4Codes,   // I32, 8 codes per element
+  kInt4Zeros,   // I32, 8 zero points per element
+  kInt4Scales,  // F16 / BF16 / F32 per group
+  kInt4Shape,   // I64 [2]: [out, in] (compressed-tensors)
 };
 
 std::string_view TensorKindName(TensorKind kind);
@@ -69,6 +75,7 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   TensorKind kind;
   int layer = -1;  // decoder layer index, -1 for global tensors
+  std::vector<int64_t> module_shape = {};  // int4 tensors: their module's W [out, in]
 
   uint64_t numel() const;
   uint64_t nbytes() const { return numel() * DTypeSize(dtype); }

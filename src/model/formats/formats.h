@@ -17,6 +17,10 @@ std::unique_ptr<LinearWeights> MakeInt8Linear(const LinearSource& source, const 
 std::unique_ptr<LinearWeights> MakeMxfp4Linear(const LinearSource& source, bool q8, const std::string& where,
                                                bool borrow);
 
+// Group-quantized 4-bit weights repacked into kernels/int4.h's layout, multiplied exactly or
+// against q8 activations (int4.cpp).
+std::unique_ptr<LinearWeights> MakeInt4Linear(const LinearSource& source, bool q8, const std::string& where);
+
 // Copies the stored rows of every matrix of `source`, in order, to dst (count x rows x row bytes
 // of `row_bytes`, from row_data when `scales` is false, else row_scales); on GlobalPool().
 void GatherRows(const LinearSource& source, bool scales, size_t row_bytes, uint8_t* dst);

@@ -139,6 +139,53 @@ TEST_F(TpModelTest, DenseFamiliesMatchOneProcess) {
   }
 }
 
+// int4 checkpoints (tests/data/int4: AutoAWQ GEMM and compressed-tensors, issue 16 point 6):
+// the column-parallel projections split their output rows, the row-parallel ones (o_proj,
+// down_proj) their input in whole quantization groups; the job equals one process (exact within
+// 1e-4 and the same greedy tokens, fast within the int8 bound). A degree that would split a group
+// is a one-line error naming the tensor and the group size.
+TEST_F(TpModelTest, Int4CheckpointsMatchOneProcess) {
+  const int P = World().size();
+  const std::string dir = std::string(TESSERA_TEST_DATA) + "/int4/";
+  int compared = 0;
+  for (const char* name : {"llama_awq", "qwen2_awq", "llama_ct", "qwen3_ct", "qwen3_moe_ct"}) {
+    for (Precision precision : {Precision::kExact, Precision::kFast}) {
+      SCOPED_TRACE(std::string(name) + (precision == Precision::kFast ? " fast" : " exact"));
+      const auto one = Model::Load(dir + name, ModelOptions{precision, DenseWeights::kBf16, nullptr});
+      if (!Splits(one->config(), P, TpExperts::kTensor)) continue;
+      std::unique_ptr<Model> tp;
+      try {
+        tp = Model::Load(dir + name, ModelOptions{precision, DenseWeights::kBf16, MakeTensorParallelGroup(P)});
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_TRUE(dist_test::OneLine(what)) << what;
+        EXPECT_NE(what.find("split its quantization groups of"), std::string::npos) << what;
+        continue;
+      }
+      ++compared;
+      std::ifstream in(dir + name + "/golden.json");
+      const std::vector<int32_t> prompt = nlohmann::json::parse(in).at("prompt_ids").get<std::vector<int32_t>>();
+      const size_t T = prompt.size() - 3;
+      const std::span<const int32_t> part(prompt.data(), T);
+      KvCache c1(one->cache_config(), T + 8, KvType::kF32), cp(tp->cache_config(), T + 8, KvType::kF32);
+      std::vector<float> want, got;
+      one->Forward(part, 0, c1, LogitsMode::kAll, want);
+      tp->Forward(part, 0, cp, LogitsMode::kAll, got);
+      ASSERT_EQ(want.size(), got.size());
+      EXPECT_LE(MaxRelative(got, want), precision == Precision::kExact ? 1e-4 : 3e-2);
+      int32_t a = Argmax(std::vector<float>(want.end() - one->vocab_size(), want.end()));
+      for (int step = 0; step < 8 && precision == Precision::kExact; ++step) {
+        ASSERT_EQ(a, Argmax(std::vector<float>(got.end() - tp->vocab_size(), got.end()))) << "step " << step;
+        const int32_t tok[1] = {a};
+        one->Forward(tok, static_cast<int64_t>(T) + step, c1, LogitsMode::kLast, want);
+        tp->Forward(tok, static_cast<int64_t>(T) + step, cp, LogitsMode::kLast, got);
+        a = Argmax(want);
+      }
+    }
+  }
+  if (P <= 2) EXPECT_GT(compared, 0);  // every model splits in whole groups over 1 or 2 ranks
+}
+
 TEST_F(TpModelTest, DegreesThatDoNotDivideAreOneLineErrors) {
   const int P = World().size();
   if (P == 1) GTEST_SKIP() << "needs several ranks";

@@ -6,6 +6,8 @@
 //                             CPU-second of each thread, summed over the threads
 //   quantize/m:M/threads:T    the activation quantizer (QuantizeQ8) on M rows of 2880
 //   q8_mxfp4/<shape>/m:M/threads:T, q8_int8/<shape>/m:M/threads:T
+//   q8_int4/<shape>/m:M/threads:T  int4 weights (kernels/int4.h, group 128: AWQ) against q8 rows
+//   int4_exact/<shape>/m:M/threads:T  the same weights against float32 rows (the exact path)
 // Counters: weight_GB (packed weight bytes incl. scales / s), GOP (2 m n k integer-path ops / s),
 // and bw_frac / peak_frac: those rates divided by the best ceiling of the same thread count
 // measured earlier in this run (absent when the ceilings were filtered out). Every run cycles
@@ -29,7 +31,9 @@
 #include "bench/ceilings.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
+#include "kernels/int4.h"
 #include "kernels/kernels.h"
+#include "kernels/parallel_matmul.h"
 #include "kernels/q8.h"
 
 namespace tessera {
@@ -169,6 +173,50 @@ const WeightSet& Weights(bool mxfp4, const Shape& shape) {
   return *cache;
 }
 
+// int4 (kernels/int4.h, group 128) on Llama-3.1-8B's shapes: the AWQ checkpoints' layout.
+const Shape kInt4Shapes[] = {{"llama8b_q", 4096, 4096, 512},
+                             {"llama8b_gate_up", 28672, 4096, 512},
+                             {"llama8b_down", 4096, 14336, 512}};
+constexpr size_t kInt4Group = 128;
+
+struct Int4Set {
+  std::string key;
+  size_t copies = 0, code_bytes = 0, entries = 0;
+  std::vector<uint8_t> codes, zeros;
+  std::vector<float> scales;
+  size_t BytesPerCopy() const { return code_bytes + entries * (1 + sizeof(float)); }
+  Int4Weights Copy(size_t c) const {
+    return Int4Weights{&codes[c * code_bytes], &zeros[c * entries], &scales[c * entries], kInt4Group};
+  }
+};
+
+const Int4Set& Int4WeightsFor(const Shape& shape) {
+  static std::unique_ptr<Int4Set> cache;
+  if (cache && cache->key == shape.name) return *cache;
+  cache.reset();
+  auto set = std::make_unique<Int4Set>();
+  set->key = shape.name;
+  set->code_bytes = Int4CodeBytes(shape.n, shape.k);
+  set->entries = Int4GroupEntries(shape.n, shape.k, kInt4Group);
+  set->copies = std::max<size_t>(1, (kStreamBytes + set->BytesPerCopy() - 1) / set->BytesPerCopy());
+  uint64_t rng = 0x5DEECE66Dull;
+  set->codes.resize(set->copies * set->code_bytes);
+  set->zeros.resize(set->copies * set->entries);
+  set->scales.resize(set->copies * set->entries);
+  for (size_t i = 0; i < set->code_bytes; ++i) set->codes[i] = static_cast<uint8_t>(NextRandom(rng));
+  for (size_t i = 0; i < set->entries; ++i) {
+    set->zeros[i] = static_cast<uint8_t>(7 + NextRandom(rng) % 3);
+    set->scales[i] = 1e-3f * static_cast<float>(1 + NextRandom(rng) % 100);
+  }
+  for (size_t c = 1; c < set->copies; ++c) {
+    std::memcpy(&set->codes[c * set->code_bytes], set->codes.data(), set->code_bytes);
+    std::memcpy(&set->zeros[c * set->entries], set->zeros.data(), set->entries);
+    std::copy_n(set->scales.begin(), set->entries, set->scales.begin() + c * set->entries);
+  }
+  cache = std::move(set);
+  return *cache;
+}
+
 std::vector<float> RandomActivations(size_t m, size_t k) {
   std::vector<float> x(m * k);
   uint64_t rng = 12345;
@@ -225,6 +273,37 @@ void BM_MatmulQ8(benchmark::State& state, bool mxfp4, Shape shape, size_t m, int
   state.SetLabel(mxfp4 ? t.matmul_q8_mxfp4_isa : t.matmul_q8_int8_isa);
 }
 
+// q8: int8 activations against the int4 codes (int4-q8); exact: float32 activations (int4).
+void BM_MatmulInt4(benchmark::State& state, bool q8, Shape shape, size_t m, int threads) {
+  SetGlobalThreadCount(threads);
+  const Int4Set& w = Int4WeightsFor(shape);
+  const std::vector<float> x = RandomActivations(m, shape.k);
+  std::vector<float> y(m * shape.n);
+  Q8Activations xq;
+  QuantizeQ8(x.data(), m, shape.k, shape.k, xq);
+  const Q8Rows rows = xq.rows();
+  const KernelTable& t = ActiveKernels();
+  size_t copy = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    const Int4Weights wc = w.Copy(copy);
+    ParallelColumns(shape.n, [&](size_t begin, size_t end) {
+      if (q8) {
+        t.matmul_q8_int4(rows, m, shape.k, wc, begin, end, nullptr, y.data(), shape.n);
+      } else {
+        t.matmul_int4(x.data(), m, shape.k, wc, begin, end, nullptr, y.data(), shape.n);
+      }
+    });
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    copy = copy + 1 == w.copies ? 0 : copy + 1;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  bench::SetMatmulCounters(state, seconds, static_cast<double>(w.BytesPerCopy()), 2.0 * m * shape.n * shape.k, "GOP",
+                           threads, q8 ? g_best_ops[threads] : 0.0);
+  state.SetLabel(q8 ? t.matmul_q8_int4_isa : t.matmul_int4_isa);
+}
+
 int RegisterAll() {
   for (int t = 1; t <= kMaxThreads; ++t) {
     benchmark::RegisterBenchmark(("read_bandwidth/threads:" + std::to_string(t)).c_str(), BM_ReadBandwidth, t)
@@ -249,6 +328,12 @@ int RegisterAll() {
                                       runs, [mxfp4](benchmark::State& state, const Shape& shape, size_t m, int t) {
                                         BM_MatmulQ8(state, mxfp4, shape, m, t);
                                       });
+  }
+  for (bool q8 : {true, false}) {
+    bench::RegisterMatmulSweep<Shape>(
+        q8 ? "q8_int4/" : "int4_exact/", std::span<const Shape>(kInt4Shapes),
+        [q8](const Shape& shape, size_t m) { return m <= (q8 ? shape.max_m : 9); },
+        [q8](benchmark::State& state, const Shape& shape, size_t m, int t) { BM_MatmulInt4(state, q8, shape, m, t); });
   }
   return 0;
 }

@@ -57,6 +57,8 @@ constexpr float kTinyAmax = 1e-30f;                  // reference.cpp kQ8TinyAma
 constexpr int32_t kInt8Offset = 128;                 // int8 weights are stored as W8 + 128
 constexpr int32_t kMxfp4Offset = 12;                 // decoded MXFP4 weights are 2 E2M1 + 12
 constexpr int32_t kInt4Offset = 16;                  // int4 weights enter as q - z + 16
+constexpr size_t kInt4PrefetchBytes = 4096;          // int4 code streams (4 per decode tile)
+constexpr size_t kInt4MetaAhead = 4;                 // weight groups ahead for int4 zeros/scales
 constexpr size_t kDirectMaxRows = 4;                 // rows of one decode-sized tile
 // m up to this streams the weights as decode does: each tile of groups runs for rows [0, 4),
 // [4, 8) and [8, m) while its weights are still in L1/L2 (verifying up to 8 speculative drafts
@@ -350,8 +352,14 @@ void Int4DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_
     __m512 s[G];
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
-      offset[g] = Int4Offsets(zeros + g * meta_stride + t * kQ8Group);
-      s[g] = _mm512_loadu_ps(scales + g * meta_stride + t * kQ8Group);
+      const uint8_t* z = zeros + g * meta_stride + t * kQ8Group;
+      const float* sc = scales + g * meta_stride + t * kQ8Group;
+      // The zeros and scales of a later weight group: small streams beside the codes' that the
+      // hardware prefetcher would otherwise only start on a miss.
+      _mm_prefetch(reinterpret_cast<const char*>(z) + kInt4MetaAhead * kQ8Group, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(sc + kInt4MetaAhead * kQ8Group), _MM_HINT_T0);
+      offset[g] = Int4Offsets(z);
+      s[g] = _mm512_loadu_ps(sc);
     }
     for (size_t b = t * blocks_per_group; b < (t + 1) * blocks_per_group; ++b) {
       __m512i dot[R][G];
@@ -369,7 +377,7 @@ void Int4DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_
 #pragma GCC unroll 4
         for (int g = 0; g < G; ++g) {
           const uint8_t* src = cb + g * code_stride + h * kStepBytes;
-          _mm_prefetch(reinterpret_cast<const char*>(src) + kPrefetchBytes, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(src) + kInt4PrefetchBytes, _MM_HINT_T0);
           const __m512i v = _mm512_loadu_si512(src);
           lo[g] = _mm512_add_epi8(_mm512_and_si512(v, nibble), offset[g]);
           hi[g] = _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), offset[g]);

@@ -16,6 +16,8 @@ significant bits); the script checks that this agrees with each package's own un
 code and zero, and with compressed-tensors' `decompress` to its scale dtype's rounding.
 
 Outputs, under tests/data/int4/ (INT4_GOLDEN_OUT=dir writes elsewhere):
+  calib.txt: 48 KiB of the shipped models' training text (never their held-out files), the
+    calibration text of the quantizer tests.
   layers.safetensors + layers.json: one random 64 x 256 module per form (AutoAWQ G 64,
     compressed-tensors asymmetric G 64, symmetric channel), every nibble position and value used,
     with its dequantized float32 weight `<module>.dequantized` [out, in]: the unpacking test.
@@ -258,10 +260,36 @@ def make_model(name, base, kind, group, symmetric):
     print(f"{name}: {len(tensors)} tensors, greedy margin {min(margins):.3g}, max |logit| {np.abs(logits).max():.3g}")
 
 
+def make_calibration_text():
+    """calib.txt: the quantizers' calibration text, from the shipped models' training split (the
+    Python 3.11 standard library files tools/train_tiny_models.py trains on; never the held-out
+    files): the first files of the split in its order, up to 48 KiB (> 8 windows of 512 tokens)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import train_tiny_models as training  # noqa: E402
+    import hashlib
+    parts, size = [], 0
+    for rel in training.corpus_files():
+        if hashlib.sha256(rel.encode()).digest()[0] < training.HELDOUT_BYTE:
+            continue
+        with open(os.path.join(training.STDLIB, rel), "rb") as f:
+            data = f.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        parts.append(text)
+        size += len(data)
+        if size >= 48 * 1024:
+            break
+    with open(os.path.join(OUT, "calib.txt"), "w", encoding="utf-8") as f:
+        f.write("\n\n".join(parts)[:48 * 1024])
+
+
 def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
     os.makedirs(OUT, exist_ok=True)
+    make_calibration_text()
     make_layers()
     for name, (base, kind, group, symmetric) in MODELS.items():
         if len(sys.argv) > 1 and name not in sys.argv[1:]:

@@ -68,7 +68,13 @@ std::string ModelLabel(const Model& m) {
   }
   if (c.model_type == "gpt_oss") return "gpt-oss " + size + " MXFP4 MoE";
   // llama.cpp style for the other families: "llama 8.0B BF16", "qwen3_moe 30.5B BF16".
-  const std::string dtype = m.options().dense == DenseWeights::kInt8 ? "Q8 (int8 rows)" : "as stored";
+  std::string dtype = m.options().dense == DenseWeights::kInt8 ? "Q8 (int8 rows)" : "as stored";
+  if (m.int4_scheme()) {
+    const int64_t g = m.int4_scheme()->group_size;
+    dtype = (m.int4_scheme()->layout == Int4Layout::kAutoAwqGemm ? "AWQ int4 g" : "int4 g") +
+            (g > 0 ? std::to_string(g) : std::string("row")) +
+            (m.options().dense == DenseWeights::kInt8 ? ", Q8 rest" : "");
+  }
   return c.model_type + " " + size + " " + dtype;
 }
 

@@ -7,7 +7,10 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/error.h"
+#include "io/json_util.h"
 #include "model/quantize.h"
+#include "model/quantize_int4.h"
 
 namespace tessera::cli {
 
@@ -18,6 +21,10 @@ struct QuantizeArgs {
   std::string to;
   std::string out;
   bool force = false;
+  int64_t group = 128;
+  std::string format = "autoawq";
+  std::string calib;
+  int64_t samples = 128;
 };
 
 std::string Join(const std::vector<std::string>& items) {
@@ -26,7 +33,28 @@ std::string Join(const std::vector<std::string>& items) {
   return out;
 }
 
+void RunQuantizeInt4(const QuantizeArgs& args) {
+  Int4QuantizeOptions options;
+  options.awq = args.to == "awq";
+  options.layout = args.format == "compressed-tensors" ? Int4Layout::kPackQuantized : Int4Layout::kAutoAwqGemm;
+  options.group_size = args.group;
+  options.calib_file = args.calib;
+  options.samples = args.samples;
+  options.overwrite = args.force;
+  options.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  const Int4QuantizeResult r = QuantizeToInt4(args.model, args.out, options);
+  std::printf("quantize: %s -> %s (%s, %s, group %lld)\n", args.model.c_str(), args.out.c_str(), args.to.c_str(),
+              args.format.c_str(), static_cast<long long>(args.group));
+  if (r.calibration_tokens > 0) std::printf("calibration: %lld tokens\n", static_cast<long long>(r.calibration_tokens));
+  std::printf("wrote %zu tensors (%zu int4 modules), %.1f MB, in %zu file%s: %s\n", r.num_tensors, r.quantized_modules,
+              r.output_bytes / 1e6, r.weight_files.size(), r.weight_files.size() == 1 ? "" : "s",
+              Join(r.weight_files).c_str());
+  std::printf("time: %.1f s\n", r.seconds);
+}
+
 void RunQuantize(const QuantizeArgs& args) {
+  if (args.to == "awq" || args.to == "int4-rtn") return RunQuantizeInt4(args);
+  if (args.to != "mxfp4") Fail("unsupported target format ", Quote(args.to), " (supported: mxfp4, awq, int4-rtn)");
   QuantizeOptions options;
   options.to = args.to;  // checked by QuantizeCheckpoint: one-line error for anything but mxfp4
   options.overwrite = args.force;
@@ -57,8 +85,16 @@ void RegisterQuantize(CLI::App& app) {
       "quantize", "convert a gpt-oss checkpoint with dense BF16 experts into the MXFP4 layout of the real checkpoints");
   cmd->add_option("-m,--model", args->model, "input model directory (Hugging Face layout, experts unquantized)")
       ->required();
-  cmd->add_option("--to", args->to, "target format: mxfp4 (OCP MX: E2M1 codes, E8M0 scales, blocks of 32)")
+  cmd->add_option("--to", args->to,
+                  "target format: mxfp4 (gpt-oss experts: OCP MX E2M1 codes, E8M0 scales, blocks of 32); awq "
+                  "(dense families: activation-aware int4, needs --calib); int4-rtn (round-to-nearest int4)")
       ->required();
+  cmd->add_option("--group", args->group, "int4: inputs per quantization group (-1: one per row; default 128)");
+  cmd->add_option("--format", args->format, "int4: checkpoint form written: autoawq (GEMM) or compressed-tensors")
+      ->check(CLI::IsMember({"autoawq", "compressed-tensors"}));
+  cmd->add_option("--calib", args->calib, "awq: calibration text file (tokenized with the model's tokenizer)");
+  cmd->add_option("--samples", args->samples, "awq: calibration windows of 512 tokens (default 128)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("-o,--out", args->out, "output directory (created; must be empty unless --force)")->required();
   cmd->add_flag("-f,--force", args->force, "replace the model files of a non-empty output directory");
   cmd->callback([args] { RunQuantize(*args); });

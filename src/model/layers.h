@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -63,7 +64,9 @@ struct GatedMlpWeights {
 // act [m, I] from gate_up outputs gu [m, 2I] (rows alternate gate, up).
 void GatedActivation(const GatedMlpWeights& w, const float* gu, int64_t m, float* act);
 // out [T, H] = down(act(gate_up(h))) of MLP 0: a dense layer.
-void GatedMlp(const GatedMlpWeights& w, const float* h, int64_t T, float* out);
+// observe_act (may be empty): called with the gated activation [T, I] that down_proj reads.
+void GatedMlp(const GatedMlpWeights& w, const float* h, int64_t T, float* out,
+              const std::function<void(const float* act, int64_t rows, int64_t cols)>& observe_act = nullptr);
 
 struct MoeWeights {
   RouterKind router_kind = RouterKind::kTopKThenSoftmax;

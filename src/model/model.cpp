@@ -172,6 +172,9 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
     const AttentionWeights& A = L.attention;
     const float* bo = A.bo.empty() ? nullptr : A.bo.data();
     RmsNorm(x, L.input_norm.data(), own, H, c.rms_norm_eps, h.data());
+    const LinearInputObserver& observe = options_.observe_linear_inputs;
+    const bool observed = observe && P == 1 && !L.moe;
+    if (observed) observe(static_cast<int>(l), LinearInput::kQkv, h.data(), T, H);
     if (sp) {
       // Column-parallel q | k | v over the all-gathered token rows, overlapped with the gather.
       const TensorParallelGroup::LocalGemm gemm = [&](const float* xr, size_t m, float* y, size_t ldy) {
@@ -200,6 +203,7 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
 
     // o_proj: row-parallel partial products reduced across ranks, its bias added once after.
     Q8Activations attn_q;
+    if (observed) observe(static_cast<int>(l), LinearInput::kO, attn.data(), T, nq);
     if (P == 1) {
       Multiply(*A.o, attn.data(), static_cast<size_t>(T), attn_q, bo, delta.data());
       add_rows(delta.data(), nullptr);
@@ -225,6 +229,12 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
       std::vector<float> mine(own * H);
       tp->ReduceScatterSum(delta.data(), T * H, mine.data());
       add_rows(mine.data(), nullptr);
+    } else if (observed) {
+      observe(static_cast<int>(l), LinearInput::kGateUp, h.data(), T, H);
+      GatedMlp(L.mlp, h.data(), T, delta.data(), [&](const float* act, int64_t rows, int64_t cols) {
+        observe(static_cast<int>(l), LinearInput::kDown, act, rows, cols);
+      });
+      add_rows(delta.data(), nullptr);
     } else {
       FeedForward(static_cast<int>(l), h.data(), T, delta.data());
       if (P > 1) tp->AllReduceSum(delta.data(), T * H);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +67,13 @@ enum class DenseWeights { kBf16, kInt8 };
 // 4), so they are the default.
 enum class TpExperts { kTensor, kExpert };
 
+// The inputs of a dense layer's linear modules, as the quantizer's calibration sees them
+// (model/quantize_int4.h): kQkv the input-normed rows (q, k, v), kO the attention output (o_proj),
+// kGateUp the post-attention-normed rows (gate, up), kDown the gated activation (down_proj).
+enum class LinearInput : uint8_t { kQkv, kO, kGateUp, kDown };
+using LinearInputObserver =
+    std::function<void(int layer, LinearInput site, const float* x, int64_t rows, int64_t cols)>;
+
 struct ModelOptions {
   Precision precision = Precision::kExact;
   DenseWeights dense = DenseWeights::kBf16;
@@ -82,6 +90,9 @@ struct ModelOptions {
   // Keep every layer's router logits of the last Forward (last_forward_router_logits), for the
   // accuracy diagnostics of tests/gpt_oss_accuracy_sweep_test.cpp; off, nothing is kept.
   bool record_router_logits = false;
+  // Called during Forward with the inputs of every dense layer's linear modules (one process,
+  // no tensor parallelism); empty: nothing is called.
+  LinearInputObserver observe_linear_inputs = nullptr;
 };
 
 class Model {

@@ -80,6 +80,8 @@ void RequireDistinct(const std::string& in_dir, const std::string& out_dir) {
 
 }  // namespace
 
+void RequireDistinctDirs(const std::string& in_dir, const std::string& out_dir) { RequireDistinct(in_dir, out_dir); }
+
 void QuantizeDenseExperts(const TensorView& dense, uint8_t* blocks, uint8_t* scales) {
   const std::string& name = dense.name();
   const std::vector<int64_t>& shape = dense.shape();
@@ -140,6 +142,69 @@ void QuantizeDenseExperts(const TensorView& dense, uint8_t* blocks, uint8_t* sca
   }
 }
 
+ConvertedModel WriteConvertedModel(const std::string& dir, const std::string& out_dir, std::vector<TensorToWrite> tensors,
+                                   const nlohmann::json& out_json, bool overwrite, uint64_t max_shard_bytes,
+                                   const std::function<void(uint64_t, uint64_t)>& progress) {
+  ConvertedModel result;
+  std::vector<std::pair<fs::path, uint64_t>> to_copy;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code entry_ec;  // a dangling symlink is neither a file nor a directory: skipped
+    if (entry.is_directory(entry_ec)) {
+      result.skipped.push_back(name + "/");
+    } else if (!entry.is_regular_file(entry_ec)) {
+      result.skipped.push_back(name);
+    } else if (name != "config.json" && !IsWeightFile(name)) {
+      result.copied_files.push_back(name);
+      to_copy.emplace_back(entry.path(), entry.file_size(entry_ec));
+    }
+  }
+  if (ec) Fail(dir, ": cannot list directory: ", ec.message());
+  std::sort(result.copied_files.begin(), result.copied_files.end());
+  std::sort(result.skipped.begin(), result.skipped.end());
+
+  std::atomic<uint64_t> done{0};
+  for (const TensorToWrite& t : tensors) {
+    uint64_t n = DTypeSize(t.dtype);
+    for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+    result.output_bytes += n;
+  }
+  for (TensorToWrite& t : tensors) {
+    t.fill = [fill = std::move(t.fill), &done, &progress, total = result.output_bytes](uint8_t* dst, size_t nbytes) {
+      fill(dst, nbytes);
+      const uint64_t now = done += nbytes;
+      if (progress) progress(now, total);
+    };
+  }
+
+  // ---- the output directory
+  uint64_t copy_bytes = 0;
+  for (const auto& [path, size] : to_copy) copy_bytes += size;
+  constexpr uint64_t kMarginBytes = uint64_t{64} << 20;  // headers, index and config are far smaller
+  // The output may never be the input; with overwrite, the files this conversion writes
+  // (weights, index, config.json and the copied names) are removed first, so no stale shard
+  // survives next to a new index.
+  RequireDistinct(dir, out_dir);
+  const std::vector<std::string>& copied = result.copied_files;
+  const OutputDirPlan plan = PlanOutputDir(out_dir, overwrite, [&](const std::string& name) {
+    return IsWeightFile(name) || name == "config.json" || std::find(copied.begin(), copied.end(), name) != copied.end();
+  });
+  RequireDiskSpace(out_dir, result.output_bytes + copy_bytes + kMarginBytes, plan.stale_bytes, "the quantized model");
+  plan.Apply();
+
+  for (std::string& name : WriteShardedSafetensors(out_dir, tensors, max_shard_bytes)) {
+    if (name != "model.safetensors.index.json") result.weight_files.push_back(std::move(name));
+  }
+  for (const auto& [path, size] : to_copy) {
+    const fs::path target = fs::path(out_dir) / path.filename();
+    fs::copy_file(path, target, fs::copy_options::overwrite_existing, ec);
+    if (ec) Fail(target.string(), ": cannot copy from ", path.string(), ": ", ec.message());
+  }
+  WriteFile(out_dir + "/config.json", out_json.dump(2) + "\n");  // last: marks the directory complete
+  return result;
+}
+
 QuantizeResult QuantizeCheckpoint(const std::string& in_dir, const std::string& out_dir,
                                   const QuantizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -166,29 +231,11 @@ QuantizeResult QuantizeCheckpoint(const std::string& in_dir, const std::string& 
   const std::vector<TensorSpec> specs = CheckpointOrder(out_config, ModelTensorSpecs(out_config, config_path));
 
   QuantizeResult result;
-  std::vector<std::pair<fs::path, uint64_t>> to_copy;
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    std::error_code entry_ec;  // a dangling symlink is neither a file nor a directory: skipped
-    if (entry.is_directory(entry_ec)) {
-      result.skipped.push_back(name + "/");
-    } else if (!entry.is_regular_file(entry_ec)) {
-      result.skipped.push_back(name);
-    } else if (name != "config.json" && !IsWeightFile(name)) {
-      result.copied_files.push_back(name);
-      to_copy.emplace_back(entry.path(), entry.file_size(entry_ec));
-    }
-  }
-  if (ec) Fail(dir, ": cannot list directory: ", ec.message());
-  std::sort(result.copied_files.begin(), result.copied_files.end());
-  std::sort(result.skipped.begin(), result.skipped.end());
 
   // ---- the output tensors: experts encoded, everything else copied with its stored dtype
   const std::string scales_suffix = "_scales", blocks_suffix = "_blocks";
   // Scales computed by a blocks filler, waiting for the scales tensor that follows it.
   auto pending = std::make_shared<std::map<std::string, std::vector<uint8_t>>>();
-  std::atomic<uint64_t> done{0};
   std::vector<TensorToWrite> tensors;
   tensors.reserve(specs.size());
   for (const TensorSpec& spec : specs) {
@@ -223,45 +270,14 @@ QuantizeResult QuantizeCheckpoint(const std::string& in_dir, const std::string& 
     }
     tensors.push_back(std::move(t));
   }
-  for (const TensorToWrite& t : tensors) {
-    uint64_t n = DTypeSize(t.dtype);
-    for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-    result.output_bytes += n;
-  }
-  for (const std::string& name : store.names()) result.input_bytes += store.Get(name).nbytes();
   result.num_tensors = tensors.size();
-  for (TensorToWrite& t : tensors) {
-    t.fill = [fill = std::move(t.fill), &done, &options, total = result.output_bytes](uint8_t* dst, size_t nbytes) {
-      fill(dst, nbytes);
-      const uint64_t now = done += nbytes;
-      if (options.progress) options.progress(now, total);
-    };
-  }
-
-  // ---- the output directory
-  uint64_t copy_bytes = 0;
-  for (const auto& [path, size] : to_copy) copy_bytes += size;
-  constexpr uint64_t kMarginBytes = uint64_t{64} << 20;  // headers, index and config are far smaller
-  // The output may never be the input; with overwrite, the files this conversion writes
-  // (weights, index, config.json and the copied names) are removed first, so no stale shard
-  // survives next to a new index.
-  RequireDistinct(dir, out_dir);
-  const std::vector<std::string>& copied = result.copied_files;
-  const OutputDirPlan plan = PlanOutputDir(out_dir, options.overwrite, [&](const std::string& name) {
-    return IsWeightFile(name) || name == "config.json" || std::find(copied.begin(), copied.end(), name) != copied.end();
-  });
-  RequireDiskSpace(out_dir, result.output_bytes + copy_bytes + kMarginBytes, plan.stale_bytes, "the quantized model");
-  plan.Apply();
-
-  for (std::string& name : WriteShardedSafetensors(out_dir, tensors, options.max_shard_bytes)) {
-    if (name != "model.safetensors.index.json") result.weight_files.push_back(std::move(name));
-  }
-  for (const auto& [path, size] : to_copy) {
-    const fs::path target = fs::path(out_dir) / path.filename();
-    fs::copy_file(path, target, fs::copy_options::overwrite_existing, ec);
-    if (ec) Fail(target.string(), ": cannot copy from ", path.string(), ": ", ec.message());
-  }
-  WriteFile(out_dir + "/config.json", out_json.dump(2) + "\n");  // last: marks the directory complete
+  for (const std::string& name : store.names()) result.input_bytes += store.Get(name).nbytes();
+  ConvertedModel written = WriteConvertedModel(dir, out_dir, std::move(tensors), out_json, options.overwrite,
+                                               options.max_shard_bytes, options.progress);
+  result.weight_files = std::move(written.weight_files);
+  result.copied_files = std::move(written.copied_files);
+  result.skipped = std::move(written.skipped);
+  result.output_bytes = written.output_bytes;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "model/synth.h"
@@ -67,6 +69,21 @@ QuantizeResult QuantizeCheckpoint(const std::string& in_dir, const std::string& 
 // GlobalPool(). `blocks` may be null when only the scales are wanted. Throws a tessera::Error
 // naming the tensor, its file and the [e, i, o] index of the first non-finite element.
 void QuantizeDenseExperts(const TensorView& dense, uint8_t* blocks, uint8_t* scales);
+
+// The output half shared by the converters (QuantizeCheckpoint, QuantizeToInt4): `dir`'s other
+// regular files are copied, `tensors` written sharded (progress(done, total) after each) and
+// config.json (`config_json`) last, after the output directory was planned (a non-empty one
+// refused unless `overwrite`, which removes only the files written here) and its free space
+// checked. The input directory is never a valid output.
+struct ConvertedModel {
+  std::vector<std::string> weight_files, copied_files, skipped;
+  uint64_t output_bytes = 0;
+};
+ConvertedModel WriteConvertedModel(const std::string& dir, const std::string& out_dir, std::vector<TensorToWrite> tensors,
+                                   const nlohmann::json& config_json, bool overwrite, uint64_t max_shard_bytes,
+                                   const std::function<void(uint64_t, uint64_t)>& progress);
+// Throws a one-line error when out_dir is in_dir (also through links).
+void RequireDistinctDirs(const std::string& in_dir, const std::string& out_dir);
 
 // The quantization_config of the Hugging Face gpt-oss checkpoints (gpt-oss.md §1.1).
 QuantizationConfig GptOssMxfp4QuantizationConfig();

@@ -15,8 +15,10 @@ grep -qF -- "mxfp4" "$WORK/out" || fail "quantize --help: no mxfp4"
 # Already MXFP4, unsupported target, missing directory.
 run_err "already mxfp4" "tessera: error: $TINY/config.json: the experts are already MXFP4" \
   "$BIN" quantize -m "$TINY" --to mxfp4 --out "$WORK/q1"
-run_err "unsupported --to" "unsupported target format 'awq' (supported: mxfp4)" \
-  "$BIN" quantize -m "$TINY" --to awq --out "$WORK/q2"
+run_err "unsupported --to" "unsupported target format 'nvfp4' (supported: mxfp4, awq, int4-rtn)" \
+  "$BIN" quantize -m "$TINY" --to nvfp4 --out "$WORK/q2"
+run_err "awq of gpt-oss" "int4 quantization applies to the dense families" \
+  "$BIN" quantize -m "$TINY" --to int4-rtn --out "$WORK/q2"
 run_err "missing model dir" "tessera: error: $WORK/nope" "$BIN" quantize -m "$WORK/nope" --to mxfp4 --out "$WORK/q3"
 
 # A dense config (no quantization_config) over MXFP4 tensors: the dense experts are missing.
@@ -35,5 +37,17 @@ run_err "out is input" "must differ from the input" "$BIN" quantize -m "$D" --to
 # Missing required options are usage errors (exit 2).
 "$BIN" quantize -m "$TINY" --out "$WORK/q5" >/dev/null 2>&1
 [ $? -eq 2 ] || fail "missing --to: expected exit 2"
+
+# int4 of a dense model: both forms load, inspect reports the scheme; awq without text is an error.
+L="$SRC/models/tiny-llama"
+"$BIN" quantize -m "$L" --to int4-rtn --format compressed-tensors --group 64 --out "$WORK/q6" >"$WORK/out" 2>&1 ||
+  fail "int4-rtn: $(cat "$WORK/out")"
+grep -qF "28 int4 modules" "$WORK/out" || fail "int4-rtn: $(cat "$WORK/out")"
+"$BIN" inspect -m "$WORK/q6" >"$WORK/out" 2>&1 || fail "inspect int4: $(cat "$WORK/out")"
+grep -qF "int4: compressed-tensors int4 (asymmetric), group 64" "$WORK/out" || fail "inspect int4: $(cat "$WORK/out")"
+"$BIN" generate -m "$WORK/q6" --raw -p "def main" -n 4 >"$WORK/out" 2>&1 || fail "generate int4: $(cat "$WORK/out")"
+run_err "awq without --calib" "--to awq needs calibration text (--calib FILE)" \
+  "$BIN" quantize -m "$L" --to awq --out "$WORK/q7"
+[ -e "$WORK/q7" ] && fail "awq without --calib: output directory created"
 
 finish quantize

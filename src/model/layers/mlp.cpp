@@ -35,7 +35,8 @@ void GatedActivation(const GatedMlpWeights& w, const float* gu, int64_t m, float
   }
 }
 
-void GatedMlp(const GatedMlpWeights& w, const float* h, int64_t T, float* out) {
+void GatedMlp(const GatedMlpWeights& w, const float* h, int64_t T, float* out,
+              const std::function<void(const float* act, int64_t rows, int64_t cols)>& observe_act) {
   const int64_t I = w.intermediate(), H = w.down->rows();
   auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
   if (I == 0) {
@@ -49,6 +50,7 @@ void GatedMlp(const GatedMlpWeights& w, const float* h, int64_t T, float* out) {
   Q8Activations hq, actq;
   Multiply(*w.gate_up, h, static_cast<size_t>(T), hq, bias(w.gate_up_bias), gu.data());
   GatedActivation(w, gu.data(), T, act.data());
+  if (observe_act) observe_act(act.data(), T, I);
   Multiply(*w.down, act.data(), static_cast<size_t>(T), actq, bias(w.down_bias), out);
 }
 

@@ -33,11 +33,26 @@ uint32_t Word(const uint8_t* base, size_t index) {
 // coordinates.
 struct Int4Reader {
   const Int4Stored& t;
-  int Code(int64_t j, int64_t c) const {
+  // Codes of row j, columns [col0, col0 + n) into q: the row's words read in order (one strided
+  // word per column for AutoAWQ's transposed layout, eight columns per word otherwise).
+  void Codes(int64_t j, int64_t col0, size_t n, uint8_t* q) const {
     if (t.layout == Int4Layout::kAutoAwqGemm) {
-      return static_cast<int>(Word(t.codes, static_cast<size_t>(c * (t.out / 8) + j / 8)) >> (4 * kAwqReverseOrder[j % 8])) & 0xF;
+      const size_t stride = static_cast<size_t>(t.out / 8) * 4;
+      const uint8_t* p = t.codes + static_cast<size_t>(col0) * stride + static_cast<size_t>(j / 8) * 4;
+      const int shift = 4 * kAwqReverseOrder[j % 8];
+      for (size_t c = 0; c < n; ++c, p += stride) {
+        uint32_t w;
+        std::memcpy(&w, p, 4);
+        q[c] = static_cast<uint8_t>((w >> shift) & 0xF);
+      }
+      return;
     }
-    return static_cast<int>(Word(t.codes, static_cast<size_t>(j * (t.in / 8) + c / 8)) >> (4 * (c % 8))) & 0xF;
+    const uint8_t* p = t.codes + static_cast<size_t>(j * (t.in / 8) + col0 / 8) * 4;
+    for (size_t c = 0; c < n; c += 8, p += 4) {
+      uint32_t w;
+      std::memcpy(&w, p, 4);
+      for (int i = 0; i < 8; ++i) q[c + i] = static_cast<uint8_t>((w >> (4 * i)) & 0xF);
+    }
   }
   int Zero(int64_t j, int64_t g) const {
     const int64_t groups = t.in / t.group;
@@ -53,6 +68,38 @@ struct Int4Reader {
     return ElementToF32(t.scale_dtype, t.scales + index * DTypeSize(t.scale_dtype));
   }
 };
+
+// Codes of the source's rows [row, row + count) into q [count][k]: AutoAWQ rows column by column
+// across all of them (words shared by neighbouring rows are read while cached), the natural
+// layout row by row (its rows are contiguous).
+void ReadCodes(const LinearSource& source, size_t row, size_t count, size_t k, uint8_t* q) {
+  struct Cursor {
+    const uint8_t* p;
+    size_t stride;
+    int shift;
+  };
+  std::vector<Cursor> awq;
+  for (size_t r = 0; r < count; ++r) {
+    const auto [which, j] = source.int4_rows[row + r];
+    const Int4Stored& t = source.int4_tensors[which];
+    if (t.layout != Int4Layout::kAutoAwqGemm) {
+      Int4Reader{t}.Codes(j, source.col0, k, q + r * k);
+      continue;
+    }
+    const size_t stride = static_cast<size_t>(t.out / 8) * 4;
+    awq.push_back({t.codes + static_cast<size_t>(source.col0) * stride + static_cast<size_t>(j / 8) * 4, stride,
+                   4 * kAwqReverseOrder[j % 8]});
+  }
+  if (awq.empty()) return;
+  TESSERA_CHECK(awq.size() == count);  // one module's rows are all stored alike
+  for (size_t c = 0; c < k; ++c) {
+    for (size_t r = 0; r < count; ++r) {
+      uint32_t w;
+      std::memcpy(&w, awq[r].p + c * awq[r].stride, 4);
+      q[r * k + c] = static_cast<uint8_t>((w >> awq[r].shift) & 0xF);
+    }
+  }
+}
 
 class Int4Linear final : public LinearWeights {
  public:
@@ -74,38 +121,43 @@ class Int4Linear final : public LinearWeights {
     codes_ = ByteBuffer(std::max<size_t>(1, E * code_stride_));
     zeros_ = ByteBuffer(std::max<size_t>(1, E * meta_stride_));
     scales_ = ByteBuffer(std::max<size_t>(1, E * meta_stride_ * sizeof(float)));
-    // One task per 16-row packed group of one matrix: its rows read from the stored modules, in
-    // k order, and written into the group's own bytes (padding rows stay zero).
-    const size_t groups = Q8PaddedColumns(n) / kQ8Group, tasks = groups * E, per_row = k / group_;
+    // One task per kBlockGroups packed groups of 16 rows of one matrix: the rows' codes read
+    // column by column across the block (AutoAWQ stores them transposed, so neighbouring rows
+    // share each word and cache line), then each row packed into its group's own bytes (padding
+    // rows stay zero).
+    constexpr size_t kBlockGroups = 8;
+    const size_t groups = Q8PaddedColumns(n) / kQ8Group, blocks = (groups + kBlockGroups - 1) / kBlockGroups;
+    const size_t tasks = blocks * E, per_row = k / group_;
     std::vector<int64_t> bad(tasks, -1);
-    GlobalPool().ParallelFor(tasks, 4, [&](size_t begin, size_t end) {
-      std::vector<uint8_t> q(k), z(per_row);
+    GlobalPool().ParallelFor(tasks, 1, [&](size_t begin, size_t end) {
+      std::vector<uint8_t> q(kBlockGroups * kQ8Group * k), z(per_row);
       std::vector<float> s(per_row);
       for (size_t task = begin; task < end; ++task) {
-        const size_t e = task / groups, r0 = task % groups * kQ8Group;
+        const size_t e = task / blocks, g0 = task % blocks * kBlockGroups;
+        const size_t r0 = g0 * kQ8Group, r_pad = std::min(groups, g0 + kBlockGroups) * kQ8Group, r1 = std::min(n, r_pad);
         uint8_t* codes = codes_.data() + e * code_stride_;
         uint8_t* zeros = zeros_.data() + e * meta_stride_;
         float* scales = scales_.as<float>() + e * meta_stride_;
-        std::memset(codes + r0 * k / 2, 0, kQ8Group * k / 2);
-        std::fill(zeros + r0 * per_row, zeros + (r0 + kQ8Group) * per_row, uint8_t{0});
-        std::fill(scales + r0 * per_row, scales + (r0 + kQ8Group) * per_row, 0.0f);
-        for (size_t r = r0; r < std::min(n, r0 + kQ8Group); ++r) {
+        std::memset(codes + r0 * k / 2, 0, (r_pad - r0) * k / 2);
+        std::fill(zeros + r0 * per_row, zeros + r_pad * per_row, uint8_t{0});
+        std::fill(scales + r0 * per_row, scales + r_pad * per_row, 0.0f);
+        ReadCodes(source, e * n + r0, r1 - r0, k, q.data());
+        const int64_t t0 = source.col0 / static_cast<int64_t>(group_);
+        for (size_t r = r0; r < r1; ++r) {
           const auto [which, j] = source.int4_rows[e * n + r];
           const Int4Reader reader{source.int4_tensors[which]};
-          for (size_t c = 0; c < k; ++c) q[c] = static_cast<uint8_t>(reader.Code(j, source.col0 + static_cast<int64_t>(c)));
-          const int64_t g0 = source.col0 / static_cast<int64_t>(group_);
           for (size_t g = 0; g < per_row; ++g) {
-            z[g] = static_cast<uint8_t>(reader.Zero(j, g0 + static_cast<int64_t>(g)));
-            s[g] = reader.Scale(j, g0 + static_cast<int64_t>(g));
+            z[g] = static_cast<uint8_t>(reader.Zero(j, t0 + static_cast<int64_t>(g)));
+            s[g] = reader.Scale(j, t0 + static_cast<int64_t>(g));
             if (!std::isfinite(s[g]) && bad[task] < 0) bad[task] = static_cast<int64_t>(r);
           }
-          PackInt4Row(r, k, group_, q.data(), z.data(), s.data(), codes, zeros, scales);
+          PackInt4Row(r, k, group_, &q[(r - r0) * k], z.data(), s.data(), codes, zeros, scales);
         }
       }
     });
     for (size_t task = 0; task < tasks; ++task) {
       if (bad[task] >= 0) {
-        Fail(where, ": tensor '", source.name, "'", count() > 1 ? StrCat(" matrix ", task / groups) : std::string(),
+        Fail(where, ": tensor '", source.name, "'", count() > 1 ? StrCat(" matrix ", task / blocks) : std::string(),
              " row ", bad[task], " has a NaN or infinite scale");
       }
     }

@@ -1,5 +1,5 @@
 // `tessera quantize`: convert a checkpoint with dense (BF16) experts into the gpt-oss MXFP4
-// layout (see model/quantize.h).
+// layout (model/quantize.h), or a dense family's linear layers to int4 (model/quantize_int4.h).
 #include <unistd.h>
 
 #include <cstdio>
@@ -82,7 +82,9 @@ void RunQuantize(const QuantizeArgs& args) {
 void RegisterQuantize(CLI::App& app) {
   auto args = std::make_shared<QuantizeArgs>();
   auto* cmd = app.add_subcommand(
-      "quantize", "convert a gpt-oss checkpoint with dense BF16 experts into the MXFP4 layout of the real checkpoints");
+      "quantize",
+      "quantize a checkpoint: gpt-oss dense experts to MXFP4 (--to mxfp4), or a dense family's linear layers to "
+      "int4 (--to int4-rtn, --to awq)");
   cmd->add_option("-m,--model", args->model, "input model directory (Hugging Face layout, experts unquantized)")
       ->required();
   cmd->add_option("--to", args->to,

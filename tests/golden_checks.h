@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <span>
+#include <vector>
+
 #include "model/model.h"
 #include "test_util.h"
 
@@ -27,6 +31,26 @@ inline std::vector<int32_t> GreedyAgainstGolden(const Model& model, const ModelG
     model.Forward(token, P + static_cast<int64_t>(step), cache, LogitsMode::kLast, logits);
   }
   return generated;
+}
+
+// The sequence through the cache in uneven chunks (1, 7, 2, 19 tokens, then the rest) gives the
+// logits of one pass bit for bit, with a cache of `type` (what speculation and chunked prefill
+// rely on).
+inline void ExpectChunkedPrefillMatchesOnePass(const Model& model, const std::vector<int32_t>& seq, KvType type) {
+  const int64_t T = static_cast<int64_t>(seq.size());
+  KvCache one(model.cache_config(), T, type), chunked(model.cache_config(), T, type);
+  std::vector<float> all, part, stitched;
+  model.Forward(seq, 0, one, LogitsMode::kAll, all);
+  int64_t pos = 0;
+  for (int64_t len : {1, 7, 2, 19, 1000}) {
+    const int64_t n = std::min(len, T - pos);
+    if (n <= 0) break;
+    model.Forward(std::span<const int32_t>(seq).subspan(pos, n), pos, chunked, LogitsMode::kAll, part);
+    stitched.insert(stitched.end(), part.begin(), part.end());
+    pos += n;
+  }
+  ASSERT_EQ(stitched.size(), all.size());
+  EXPECT_TRUE(std::equal(all.begin(), all.end(), stitched.begin())) << KvTypeName(type);
 }
 
 }  // namespace tessera

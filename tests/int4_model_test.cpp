@@ -94,21 +94,8 @@ TEST_P(Int4Golden, ChunkedPrefillIsBatchInvariant) {
     ModelOptions options;
     options.precision = precision;
     const auto model = Model::Load(kDir + GetParam(), options);
-    const std::vector<int32_t> seq = LoadModelGolden(kDir + GetParam()).sequence();
-    const int64_t T = static_cast<int64_t>(seq.size());
-    KvCache one(model->cache_config(), T, KvType::kF32), chunked(model->cache_config(), T, KvType::kF32);
-    std::vector<float> all, part, stitched;
-    model->Forward(seq, 0, one, LogitsMode::kAll, all);
-    int64_t pos = 0;
-    for (int64_t len : {1, 9, 2, 17, 1000}) {
-      const int64_t n = std::min(len, T - pos);
-      if (n <= 0) break;
-      model->Forward(std::span<const int32_t>(seq).subspan(pos, n), pos, chunked, LogitsMode::kAll, part);
-      stitched.insert(stitched.end(), part.begin(), part.end());
-      pos += n;
-    }
-    ASSERT_EQ(stitched.size(), all.size());
-    EXPECT_TRUE(std::equal(all.begin(), all.end(), stitched.begin())) << static_cast<int>(precision);
+    SCOPED_TRACE(precision == Precision::kExact ? "exact" : "fast");
+    ExpectChunkedPrefillMatchesOnePass(*model, LoadModelGolden(kDir + GetParam()).sequence(), KvType::kF32);
   }
 }
 

@@ -98,6 +98,28 @@ TEST_F(TpModelTest, LogitsAndGreedyTokensMatchOneProcess) {
   }
 }
 
+// The first T prompt tokens through one process and through the job: the logits within 1e-4
+// (exact; the partial sums are added in another order) or 3e-2 (fast), and on the exact path the
+// same greedy tokens for 8 more steps.
+void ExpectSameAsOneProcess(const Model& one, const Model& tp, const std::vector<int32_t>& prompt, size_t T,
+                            Precision precision) {
+  const std::span<const int32_t> part(prompt.data(), T);
+  KvCache c1(one.cache_config(), T + 8, KvType::kF32), cp(tp.cache_config(), T + 8, KvType::kF32);
+  std::vector<float> want, got;
+  one.Forward(part, 0, c1, LogitsMode::kAll, want);
+  tp.Forward(part, 0, cp, LogitsMode::kAll, got);
+  ASSERT_EQ(want.size(), got.size());
+  EXPECT_LE(MaxRelative(got, want), precision == Precision::kExact ? 1e-4 : 3e-2);
+  int32_t a = Argmax(std::vector<float>(want.end() - one.vocab_size(), want.end()));
+  for (int step = 0; step < 8 && precision == Precision::kExact; ++step) {
+    ASSERT_EQ(a, Argmax(std::vector<float>(got.end() - tp.vocab_size(), got.end()))) << "step " << step;
+    const int32_t tok[1] = {a};
+    one.Forward(tok, static_cast<int64_t>(T) + step, c1, LogitsMode::kLast, want);
+    tp.Forward(tok, static_cast<int64_t>(T) + step, cp, LogitsMode::kLast, got);
+    a = Argmax(want);
+  }
+}
+
 // The dense families and Qwen3-MoE (tests/data/dense_golden): heads, key/value heads, the MLP's
 // intermediate units (and the experts' tensor slices) split over the ranks give one process's
 // logits within 1e-4 on the exact path (the partial sums are added in another order), and the
@@ -119,21 +141,8 @@ TEST_F(TpModelTest, DenseFamiliesMatchOneProcess) {
       const auto golden = nlohmann::json::parse(in);
       const std::vector<int32_t> prompt = golden.at("prompt_ids").get<std::vector<int32_t>>();
       for (size_t T : {prompt.size() / (2 * P) * (2 * P), prompt.size() / (2 * P) * (2 * P) - 1}) {
-        const std::span<const int32_t> part(prompt.data(), T);
-        KvCache c1(one->cache_config(), T + 8, KvType::kF32), cp(tp->cache_config(), T + 8, KvType::kF32);
-        std::vector<float> want, got;
-        one->Forward(part, 0, c1, LogitsMode::kAll, want);
-        tp->Forward(part, 0, cp, LogitsMode::kAll, got);
-        ASSERT_EQ(want.size(), got.size());
-        EXPECT_LE(MaxRelative(got, want), precision == Precision::kExact ? 1e-4 : 3e-2) << "T=" << T;
-        int32_t a = Argmax(std::vector<float>(want.end() - one->vocab_size(), want.end()));
-        for (int step = 0; step < 8 && precision == Precision::kExact; ++step) {
-          ASSERT_EQ(a, Argmax(std::vector<float>(got.end() - tp->vocab_size(), got.end()))) << "step " << step;
-          const int32_t tok[1] = {a};
-          one->Forward(tok, static_cast<int64_t>(T) + step, c1, LogitsMode::kLast, want);
-          tp->Forward(tok, static_cast<int64_t>(T) + step, cp, LogitsMode::kLast, got);
-          a = Argmax(want);
-        }
+        SCOPED_TRACE("T=" + std::to_string(T));
+        ExpectSameAsOneProcess(*one, *tp, prompt, T, precision);
       }
     }
   }
@@ -165,22 +174,7 @@ TEST_F(TpModelTest, Int4CheckpointsMatchOneProcess) {
       ++compared;
       std::ifstream in(dir + name + "/golden.json");
       const std::vector<int32_t> prompt = nlohmann::json::parse(in).at("prompt_ids").get<std::vector<int32_t>>();
-      const size_t T = prompt.size() - 3;
-      const std::span<const int32_t> part(prompt.data(), T);
-      KvCache c1(one->cache_config(), T + 8, KvType::kF32), cp(tp->cache_config(), T + 8, KvType::kF32);
-      std::vector<float> want, got;
-      one->Forward(part, 0, c1, LogitsMode::kAll, want);
-      tp->Forward(part, 0, cp, LogitsMode::kAll, got);
-      ASSERT_EQ(want.size(), got.size());
-      EXPECT_LE(MaxRelative(got, want), precision == Precision::kExact ? 1e-4 : 3e-2);
-      int32_t a = Argmax(std::vector<float>(want.end() - one->vocab_size(), want.end()));
-      for (int step = 0; step < 8 && precision == Precision::kExact; ++step) {
-        ASSERT_EQ(a, Argmax(std::vector<float>(got.end() - tp->vocab_size(), got.end()))) << "step " << step;
-        const int32_t tok[1] = {a};
-        one->Forward(tok, static_cast<int64_t>(T) + step, c1, LogitsMode::kLast, want);
-        tp->Forward(tok, static_cast<int64_t>(T) + step, cp, LogitsMode::kLast, got);
-        a = Argmax(want);
-      }
+      ExpectSameAsOneProcess(*one, *tp, prompt, prompt.size() - 3, precision);
     }
   }
   if (P <= 2) EXPECT_GT(compared, 0);  // every model splits in whole groups over 1 or 2 ranks

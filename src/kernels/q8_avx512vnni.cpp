@@ -28,8 +28,9 @@
 //    feeds R vpdpbusd. GEMMs (m > kDirectMaxRows) use R = kGemmRows, G = kGemmGroups and
 //    prefetch the next panel while computing this one; decode-sized int8 calls use R = m,
 //    G = kDirectGroups, streaming.
-//  - Mxfp4DirectTile<R, G> (m <= kDirectMaxRows, decode): MXFP4 decoded in registers as it
-//    streams (vpermb on the low nibbles and on the word-shifted high nibbles), scales by vscalefps.
+//  - DirectTile<R, G, Codes> (m <= kDirectMaxRows, decode): MXFP4 or int4 codes decoded in
+//    registers as they stream (Mxfp4Codes: vpermb on the low nibbles and on the word-shifted high
+//    nibbles, scales by vscalefps; Int4Codes: the nibbles plus the zero points' offsets).
 // The codes of consecutive groups are contiguous, so a thread's column chunk is one sequential
 // stream of weights and one of scales.
 // Nothing here may run before the CPU check: no dynamic initialisers and no out-of-line STL code.
@@ -258,12 +259,76 @@ void Tile(const Rows& x, size_t i0, const Panel& p, size_t col, const Out& o) {
   StoreTile<R, G>(acc, i0, col, o);
 }
 
-// Rows i0 .. i0 + R - 1 against G MXFP4 groups read straight from the packed layout: codes and
-// scales point at the first group's, the next groups follow at code_stride / scale_stride.
-template <int R, int G>
-void Mxfp4DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_stride,
-                     const uint8_t* scales, size_t scale_stride, size_t col, const Out& o) {
-  const __m512i lut = _mm512_load_si512(kMxfp4Lut);
+// The u8 operand offsets of one int4 weight group (kernels/int4.h) for 16 rows: lane r holds the
+// byte 16 - z[r] four times, so that code + offset = (q - z) + 16 lies in [1, 31] (o = 16).
+inline __m512i Int4Offsets(const uint8_t* zeros) {
+  const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zeros)));
+  return _mm512_mullo_epi32(_mm512_sub_epi32(_mm512_set1_epi32(kInt4Offset), z), _mm512_set1_epi32(0x01010101));
+}
+
+// The two 4-bit code formats the decode tile reads in the packed layout (code vectors of 8 k
+// values, low nibbles the first 4): how a code vector becomes vpdpbusd's u8 operands, and the
+// scales of each block. Block(b, s) is called at every block before its codes; group g's data
+// follows group 0's at the strides given.
+// MXFP4: vpermb through 2 E2M1 + 12, one E8M0 scale per block.
+struct Mxfp4Codes {
+  static constexpr size_t kPrefetch = kPrefetchBytes;
+  const uint8_t* scales;  // group 0's [k/32][16] E8M0 bytes
+  size_t scale_stride;
+  __m512i lut = _mm512_load_si512(kMxfp4Lut);
+
+  template <int G>
+  void Block(size_t b, __m512 (&s)[G]) {
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* e = scales + g * scale_stride + b * kQ8Group;
+      if (b % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(e) + kPrefetchBytes, _MM_HINT_T0);
+      s[g] = Mxfp4Scales(e);
+    }
+  }
+  __m512i Low(__m512i v, int) const { return _mm512_permutexvar_epi8(v, lut); }
+  __m512i High(__m512i v, int) const { return _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), lut); }
+};
+
+// int4: the nibble plus its group's offsets (Int4Offsets); zeros and f32 scales change once per
+// weight group of blocks_per_group blocks.
+struct Int4Codes {
+  static constexpr size_t kPrefetch = kInt4PrefetchBytes;
+  const uint8_t* zeros;  // group 0's [k/G][16]
+  const float* scales;
+  size_t meta_stride, blocks_per_group;
+  __m512i nibble = _mm512_set1_epi8(0x0F);
+  __m512i offset[kDirectGroups];
+
+  template <int G>
+  void Block(size_t b, __m512 (&s)[G]) {
+    if (b % blocks_per_group != 0) return;
+    const size_t t = b / blocks_per_group;
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* z = zeros + g * meta_stride + t * kQ8Group;
+      const float* sc = scales + g * meta_stride + t * kQ8Group;
+      // The zeros and scales of a later weight group: small streams beside the codes' that the
+      // hardware prefetcher would otherwise only start on a miss.
+      _mm_prefetch(reinterpret_cast<const char*>(z) + kInt4MetaAhead * kQ8Group, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(sc + kInt4MetaAhead * kQ8Group), _MM_HINT_T0);
+      offset[g] = Int4Offsets(z);
+      s[g] = _mm512_loadu_ps(sc);
+    }
+  }
+  __m512i Low(__m512i v, int g) const { return _mm512_add_epi8(_mm512_and_si512(v, nibble), offset[g]); }
+  __m512i High(__m512i v, int g) const {
+    return _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), offset[g]);
+  }
+};
+
+// Rows i0 .. i0 + R - 1 against G groups of 4-bit codes read straight from the packed layout
+// (decode): codes point at the first group's, the next groups follow at code_stride. Each code
+// vector's low and high halves are the u8 operands of two vpdpbusd.
+template <int R, int G, typename Codes>
+void DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_stride, const Codes& format, size_t col,
+                const Out& o) {
+  Codes c = format;
   __m512 acc[R][G];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
@@ -273,7 +338,9 @@ void Mxfp4DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code
   const int8_t* q = x.q + i0 * x.k;
   const float* d = x.d + i0 * x.nb;
   const int32_t* init = x.init + i0 * x.nb;
+  __m512 s[G];
   for (size_t b = 0; b < x.nb; ++b) {
+    c.template Block<G>(b, s);
     __m512i dot[R][G];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
@@ -289,10 +356,10 @@ void Mxfp4DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
         const uint8_t* src = cb + g * code_stride + h * kStepBytes;
-        _mm_prefetch(reinterpret_cast<const char*>(src) + kPrefetchBytes, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(src) + Codes::kPrefetch, _MM_HINT_T0);
         const __m512i v = _mm512_loadu_si512(src);
-        lo[g] = _mm512_permutexvar_epi8(v, lut);
-        hi[g] = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), lut);
+        lo[g] = c.Low(v, g);
+        hi[g] = c.High(v, g);
       }
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
@@ -305,100 +372,11 @@ void Mxfp4DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code
         }
       }
     }
-    __m512 s[G];
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) {
-      const uint8_t* e = scales + g * scale_stride + b * kQ8Group;
-      if (b % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(e) + kPrefetchBytes, _MM_HINT_T0);
-      s[g] = Mxfp4Scales(e);
-    }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 dr = _mm512_set1_ps(d[r * x.nb + b]);
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) acc[r][g] = BlockFma(dot[r][g], dr, s[g], acc[r][g]);
-    }
-  }
-  StoreTile<R, G>(acc, i0, col, o);
-}
-
-// The u8 operand offsets of one int4 weight group (kernels/int4.h) for 16 rows: lane r holds the
-// byte 16 - z[r] four times, so that code + offset = (q - z) + 16 lies in [1, 31] (o = 16).
-inline __m512i Int4Offsets(const uint8_t* zeros) {
-  const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zeros)));
-  return _mm512_mullo_epi32(_mm512_sub_epi32(_mm512_set1_epi32(kInt4Offset), z), _mm512_set1_epi32(0x01010101));
-}
-
-// Rows i0 .. i0 + R - 1 against G int4 groups read straight from the packed layout (decode):
-// codes, zeros and scales point at the first group's, the next groups follow at code_stride /
-// meta_stride. Each code vector's low and high nibbles plus the group's offsets are the u8
-// operands of two vpdpbusd.
-template <int R, int G>
-void Int4DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_stride, const uint8_t* zeros,
-                    const float* scales, size_t meta_stride, size_t group, size_t col, const Out& o) {
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
-  __m512 acc[R][G];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
-  }
-  const int8_t* q = x.q + i0 * x.k;
-  const float* d = x.d + i0 * x.nb;
-  const int32_t* init = x.init + i0 * x.nb;
-  const size_t blocks_per_group = group / kQ8Block;
-  for (size_t t = 0; t < x.nb / blocks_per_group; ++t) {
-    __m512i offset[G];
-    __m512 s[G];
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) {
-      const uint8_t* z = zeros + g * meta_stride + t * kQ8Group;
-      const float* sc = scales + g * meta_stride + t * kQ8Group;
-      // The zeros and scales of a later weight group: small streams beside the codes' that the
-      // hardware prefetcher would otherwise only start on a miss.
-      _mm_prefetch(reinterpret_cast<const char*>(z) + kInt4MetaAhead * kQ8Group, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(sc + kInt4MetaAhead * kQ8Group), _MM_HINT_T0);
-      offset[g] = Int4Offsets(z);
-      s[g] = _mm512_loadu_ps(sc);
-    }
-    for (size_t b = t * blocks_per_group; b < (t + 1) * blocks_per_group; ++b) {
-      __m512i dot[R][G];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const __m512i start = _mm512_set1_epi32(init[r * x.nb + b]);
-#pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) dot[r][g] = start;
-      }
-      const uint8_t* cb = codes + b * (kSteps / 2) * kStepBytes;
-      const int8_t* qb = q + b * kQ8Block;
-#pragma GCC unroll 4
-      for (size_t h = 0; h < kSteps / 2; ++h) {  // one code vector: 8 k values
-        __m512i lo[G], hi[G];
-#pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {
-          const uint8_t* src = cb + g * code_stride + h * kStepBytes;
-          _mm_prefetch(reinterpret_cast<const char*>(src) + kInt4PrefetchBytes, _MM_HINT_T0);
-          const __m512i v = _mm512_loadu_si512(src);
-          lo[g] = _mm512_add_epi8(_mm512_and_si512(v, nibble), offset[g]);
-          hi[g] = _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), offset[g]);
-        }
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const __m512i ql = _mm512_set1_epi32(Load32(qb + r * x.k + 8 * h));
-          const __m512i qh = _mm512_set1_epi32(Load32(qb + r * x.k + 8 * h + 4));
-#pragma GCC unroll 4
-          for (int g = 0; g < G; ++g) {
-            dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], lo[g], ql);
-            dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], hi[g], qh);
-          }
-        }
-      }
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const __m512 dr = _mm512_set1_ps(d[r * x.nb + b]);
-#pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) acc[r][g] = BlockFma(dot[r][g], dr, s[g], acc[r][g]);
-      }
     }
   }
   StoreTile<R, G>(acc, i0, col, o);
@@ -439,36 +417,36 @@ TileFn GemvTileFor(size_t rows, size_t groups) {
   }
 }
 
-using DirectFn = void (*)(const Rows&, size_t, const uint8_t*, size_t, const uint8_t*, size_t, size_t,
-                          const Out&);
+template <typename Codes>
+using DirectFn = void (*)(const Rows&, size_t, const uint8_t*, size_t, const Codes&, size_t, const Out&);
 
-template <int G>
-DirectFn DirectFor(size_t rows) {
+template <typename Codes, int G>
+DirectFn<Codes> DirectFor(size_t rows) {
   static_assert(kDirectMaxRows == 4, "one case per row count");
   switch (rows) {
-    case 1: return Mxfp4DirectTile<1, G>;
-    case 2: return Mxfp4DirectTile<2, G>;
-    case 3: return Mxfp4DirectTile<3, G>;
-    default: return Mxfp4DirectTile<4, G>;
+    case 1: return DirectTile<1, G, Codes>;
+    case 2: return DirectTile<2, G, Codes>;
+    case 3: return DirectTile<3, G, Codes>;
+    default: return DirectTile<4, G, Codes>;
   }
 }
 
-DirectFn DirectFor(size_t rows, size_t groups) {
+// Decode-sized calls (m <= kStreamMaxRows) of either code format: kDirectGroups groups per pass
+// while they last, row blocks of kDirectMaxRows over each while its codes are in L1/L2.
+// format_at(g): the Codes of group g's scales (and zeros).
+template <typename Codes, typename FormatAt>
+void DirectMatmul(const Rows& rows, size_t m, const uint8_t* codes, size_t code_stride, size_t g_begin, size_t g_end,
+                  const FormatAt& format_at, const Out& out) {
   static_assert(kDirectGroups == 4, "one case per group count");
-  return groups == kDirectGroups ? DirectFor<4>(rows) : DirectFor<1>(rows);
-}
-
-using Int4DirectFn = void (*)(const Rows&, size_t, const uint8_t*, size_t, const uint8_t*, const float*, size_t,
-                              size_t, size_t, const Out&);
-
-template <int G>
-Int4DirectFn Int4DirectFor(size_t rows) {
-  static_assert(kDirectMaxRows == 4, "one case per row count");
-  switch (rows) {
-    case 1: return Int4DirectTile<1, G>;
-    case 2: return Int4DirectTile<2, G>;
-    case 3: return Int4DirectTile<3, G>;
-    default: return Int4DirectTile<4, G>;
+  for (size_t g = g_begin; g < g_end;) {
+    const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
+    const Codes format = format_at(g);
+    for (size_t i0 = 0; i0 < m; i0 += kDirectMaxRows) {
+      const size_t r = Min(kDirectMaxRows, m - i0);
+      const DirectFn<Codes> tile = groups == kDirectGroups ? DirectFor<Codes, 4>(r) : DirectFor<Codes, 1>(r);
+      tile(rows, i0, codes + g * code_stride, code_stride, format, g * kQ8Group, out);
+    }
+    g += groups;
   }
 }
 
@@ -559,14 +537,9 @@ void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uin
   const Out out{y, ldy, bias, n_end};
   if (m <= kStreamMaxRows) {
     const Rows rows{x.q, x.d, StartValues(x, m, nb, kMxfp4Offset, ThreadScratchBytes(m * nb * sizeof(int32_t))), k, nb};
-    for (size_t g = g_begin; g < g_end;) {
-      const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
-      for (size_t i0 = 0; i0 < m; i0 += kDirectMaxRows) {
-        DirectFor(Min(kDirectMaxRows, m - i0), groups)(rows, i0, codes + g * code_stride, code_stride,
-                                                       scales + g * scale_stride, scale_stride, g * kQ8Group, out);
-      }
-      g += groups;
-    }
+    DirectMatmul<Mxfp4Codes>(rows, m, codes, code_stride, g_begin, g_end, [&](size_t g) {
+      return Mxfp4Codes{scales + g * scale_stride, scale_stride};
+    }, out);
     return;
   }
   // Scratch: start values, then the panel's weights (kGemmGroups k 16 bytes) and scales.
@@ -624,16 +597,9 @@ void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights wt, size_t n_begin, 
   const Out out{y, ldy, bias, n_end};
   if (m <= kStreamMaxRows) {
     const Rows rows{x.q, x.d, StartValues(x, m, nb, kInt4Offset, ThreadScratchBytes(m * nb * sizeof(int32_t))), k, nb};
-    for (size_t g = g_begin; g < g_end;) {
-      const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
-      for (size_t i0 = 0; i0 < m; i0 += kDirectMaxRows) {
-        const size_t r = Min(kDirectMaxRows, m - i0);
-        (groups == kDirectGroups ? Int4DirectFor<kDirectGroups>(r) : Int4DirectFor<1>(r))(
-            rows, i0, wt.codes + g * code_stride, code_stride, wt.zeros + g * meta_stride,
-            wt.scales + g * meta_stride, meta_stride, wt.group, g * kQ8Group, out);
-      }
-      g += groups;
-    }
+    DirectMatmul<Int4Codes>(rows, m, wt.codes, code_stride, g_begin, g_end, [&](size_t g) {
+      return Int4Codes{wt.zeros + g * meta_stride, wt.scales + g * meta_stride, meta_stride, wt.group / kQ8Block};
+    }, out);
     return;
   }
   // Scratch: start values, then the panel's weights (kGemmGroups k 16 bytes) and block scales.

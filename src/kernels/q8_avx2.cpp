@@ -215,11 +215,61 @@ void Int8Tile(const Rows& x, size_t i0, const uint8_t* w, const float* s, size_t
   StoreTile<R>(acc, i0, col, o);
 }
 
-// Rows i0 .. i0 + R - 1 against one MXFP4 group (codes [k/8][16][4], scales [k/32][16]).
-template <int R, bool kPrefetch>
-void Mxfp4Tile(const Rows& x, size_t i0, const uint8_t* codes, const uint8_t* scales, size_t col, const Out& o) {
-  const __m256i lut = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMxfp4Lut));
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
+// The u8 operand offsets of one int4 weight group for 8 rows: lane r holds the byte 16 - z[r] four
+// times, so code + offset = (q - z) + 16 lies in [1, 31] (kernels/int4.h; pairs in vpmaddubsw stay
+// below 2 * 31 * 127, and a code vector's low- plus high-nibble products below 2^14).
+inline __m256i Int4Offsets(const uint8_t* zeros) {
+  const __m256i z = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zeros)));
+  return _mm256_mullo_epi32(_mm256_sub_epi32(_mm256_set1_epi32(kInt4Offset), z), _mm256_set1_epi32(0x01010101));
+}
+
+// The two 4-bit code formats of CodeTile (u = the ymm half: columns 8 u .. 8 u + 7). Block(b, s0,
+// s1) is called at every block before its codes and sets the halves' scales.
+// MXFP4: vpshufb through 2 E2M1 + 12; one E8M0 scale per block ([k/32][16]).
+struct Mxfp4Codes {
+  const uint8_t* scales;
+  __m256i lut = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMxfp4Lut));
+  __m256i low4 = _mm256_set1_epi8(0x0f);
+
+  template <bool kPrefetch>
+  void Block(size_t b, __m256& s0, __m256& s1) {
+    const uint8_t* e = scales + b * kQ8Group;
+    if (kPrefetch && b % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(e) + kPrefetchBytes, _MM_HINT_T0);
+    s0 = Mxfp4Scales(e);
+    s1 = Mxfp4Scales(e + 8);
+  }
+  __m256i Low(__m256i v, int) const { return _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low4)); }
+  __m256i High(__m256i v, int) const { return _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4)); }
+};
+
+// int4: the nibble plus its group's offsets; zeros and f32 scales ([k/G][16]) change once per weight
+// group of blocks_per_group blocks.
+struct Int4Codes {
+  const uint8_t* zeros;
+  const float* scales;
+  size_t blocks_per_group;
+  __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256i offset[2];
+
+  template <bool>
+  void Block(size_t b, __m256& s0, __m256& s1) {
+    if (b % blocks_per_group != 0) return;
+    const size_t t = b / blocks_per_group;
+    offset[0] = Int4Offsets(zeros + t * kQ8Group);
+    offset[1] = Int4Offsets(zeros + t * kQ8Group + 8);
+    s0 = _mm256_loadu_ps(scales + t * kQ8Group);
+    s1 = _mm256_loadu_ps(scales + t * kQ8Group + 8);
+  }
+  __m256i Low(__m256i v, int u) const { return _mm256_add_epi8(_mm256_and_si256(v, low4), offset[u]); }
+  __m256i High(__m256i v, int u) const {
+    return _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), offset[u]);
+  }
+};
+
+// Rows i0 .. i0 + R - 1 against one group of 4-bit codes ([k/8][16][4]).
+template <int R, bool kPrefetch, typename Codes>
+void CodeTile(const Rows& x, size_t i0, const uint8_t* codes, const Codes& format, size_t col, const Out& o) {
+  Codes c = format;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[R][2];
 #pragma GCC unroll 8
@@ -227,7 +277,9 @@ void Mxfp4Tile(const Rows& x, size_t i0, const uint8_t* codes, const uint8_t* sc
   const int8_t* q = x.q + i0 * x.k;
   const float* d = x.d + i0 * x.nb;
   const int32_t* init = x.init + i0 * x.nb;
+  __m256 s0, s1;
   for (size_t b = 0; b < x.nb; ++b) {
+    c.template Block<kPrefetch>(b, s0, s1);
     __m256i dot[R][2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_set1_epi32(init[r * x.nb + b]);
@@ -241,8 +293,8 @@ void Mxfp4Tile(const Rows& x, size_t i0, const uint8_t* codes, const uint8_t* sc
 #pragma GCC unroll 2
       for (int u = 0; u < 2; ++u) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32 * u));
-        lo[u] = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low4));
-        hi[u] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+        lo[u] = c.Low(v, u);
+        hi[u] = c.High(v, u);
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -255,9 +307,6 @@ void Mxfp4Tile(const Rows& x, size_t i0, const uint8_t* codes, const uint8_t* sc
         }
       }
     }
-    const uint8_t* e = scales + b * kQ8Group;
-    if (kPrefetch && b % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(e) + kPrefetchBytes, _MM_HINT_T0);
-    const __m256 s0 = Mxfp4Scales(e), s1 = Mxfp4Scales(e + 8);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 dr = _mm256_set1_ps(d[r * x.nb + b]);
@@ -268,85 +317,31 @@ void Mxfp4Tile(const Rows& x, size_t i0, const uint8_t* codes, const uint8_t* sc
   StoreTile<R>(acc, i0, col, o);
 }
 
-// The u8 operand offsets of one int4 weight group for 8 rows: lane r holds the byte 16 - z[r] four
-// times, so code + offset = (q - z) + 16 lies in [1, 31] (kernels/int4.h; pairs in vpmaddubsw stay
-// below 2 * 31 * 127, and a code vector's low- plus high-nibble products below 2^14).
-inline __m256i Int4Offsets(const uint8_t* zeros) {
-  const __m256i z = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zeros)));
-  return _mm256_mullo_epi32(_mm256_sub_epi32(_mm256_set1_epi32(kInt4Offset), z), _mm256_set1_epi32(0x01010101));
-}
-
-// Rows i0 .. i0 + R - 1 against one int4 group (codes [k/8][16][4]; zeros and scales [k/G][16]).
-template <int R, bool kPrefetch>
-void Int4Tile(const Rows& x, size_t i0, const uint8_t* codes, const uint8_t* zeros, const float* scales,
-              size_t group, size_t col, const Out& o) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  const int8_t* q = x.q + i0 * x.k;
-  const float* d = x.d + i0 * x.nb;
-  const int32_t* init = x.init + i0 * x.nb;
-  const size_t blocks_per_group = group / kQ8Block;
-  for (size_t t = 0; t < x.nb / blocks_per_group; ++t) {
-    const __m256i offset[2] = {Int4Offsets(zeros + t * kQ8Group), Int4Offsets(zeros + t * kQ8Group + 8)};
-    const __m256 s0 = _mm256_loadu_ps(scales + t * kQ8Group), s1 = _mm256_loadu_ps(scales + t * kQ8Group + 8);
-    for (size_t b = t * blocks_per_group; b < (t + 1) * blocks_per_group; ++b) {
-      __m256i dot[R][2];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_set1_epi32(init[r * x.nb + b]);
-      const uint8_t* cb = codes + b * (kSteps / 2) * kStepBytes;
-      const int8_t* qb = q + b * kQ8Block;
-#pragma GCC unroll 4
-      for (size_t h = 0; h < kSteps / 2; ++h) {
-        const uint8_t* src = cb + h * kStepBytes;
-        if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(src) + kPrefetchBytes, _MM_HINT_T0);
-        __m256i lo[2], hi[2];
-#pragma GCC unroll 2
-        for (int u = 0; u < 2; ++u) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32 * u));
-          lo[u] = _mm256_add_epi8(_mm256_and_si256(v, low4), offset[u]);
-          hi[u] = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), offset[u]);
-        }
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const __m256i ql = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h));
-          const __m256i qh = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h + 4));
-#pragma GCC unroll 2
-          for (int u = 0; u < 2; ++u) {
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[u], ql), _mm256_maddubs_epi16(hi[u], qh));
-            dot[r][u] = _mm256_add_epi32(dot[r][u], _mm256_madd_epi16(p, ones));
-          }
-        }
-      }
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m256 dr = _mm256_set1_ps(d[r * x.nb + b]);
-        acc[r][0] = BlockFma(dot[r][0], dr, s0, acc[r][0]);
-        acc[r][1] = BlockFma(dot[r][1], dr, s1, acc[r][1]);
-      }
-    }
-  }
-  StoreTile<R>(acc, i0, col, o);
-}
-
 using Int8Fn = void (*)(const Rows&, size_t, const uint8_t*, const float*, size_t, const Out&);
-using Mxfp4Fn = void (*)(const Rows&, size_t, const uint8_t*, const uint8_t*, size_t, const Out&);
 
 template <bool kPrefetch>
 Int8Fn Int8TileFor(size_t rows) {
   static_assert(kTileRows == 3, "one case per row count");
   return rows == 1 ? Int8Tile<1, kPrefetch> : rows == 2 ? Int8Tile<2, kPrefetch> : Int8Tile<3, kPrefetch>;
 }
-template <bool kPrefetch>
-Mxfp4Fn Mxfp4TileFor(size_t rows) {
-  return rows == 1 ? Mxfp4Tile<1, kPrefetch> : rows == 2 ? Mxfp4Tile<2, kPrefetch> : Mxfp4Tile<3, kPrefetch>;
-}
-using Int4Fn = void (*)(const Rows&, size_t, const uint8_t*, const uint8_t*, const float*, size_t, size_t, const Out&);
-template <bool kPrefetch>
-Int4Fn Int4TileFor(size_t rows) {
-  return rows == 1 ? Int4Tile<1, kPrefetch> : rows == 2 ? Int4Tile<2, kPrefetch> : Int4Tile<3, kPrefetch>;
+
+// Either 4-bit code format, group by group; the first row block streams each group from memory,
+// the later ones find it in cache. format_at(g): the Codes of group g.
+template <typename Codes, typename FormatAt>
+void CodeMatmul(const Rows& rows, size_t m, size_t k, const uint8_t* codes, size_t n_begin, size_t n_end,
+                const FormatAt& format_at, const Out& out) {
+  static_assert(kTileRows == 3, "one case per row count");
+  using Fn = void (*)(const Rows&, size_t, const uint8_t*, const Codes&, size_t, const Out&);
+  constexpr Fn kFirst[3] = {CodeTile<1, true, Codes>, CodeTile<2, true, Codes>, CodeTile<3, true, Codes>};
+  constexpr Fn kLater[3] = {CodeTile<1, false, Codes>, CodeTile<2, false, Codes>, CodeTile<3, false, Codes>};
+  for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
+    const uint8_t* c = codes + g * (k * kQ8Group / 2);
+    const Codes format = format_at(g);
+    for (size_t i = 0; i < m; i += kTileRows) {
+      const size_t r = Min(kTileRows, m - i);
+      (i == 0 ? kFirst : kLater)[r - 1](rows, i, c, format, g * kQ8Group, out);
+    }
+  }
 }
 
 void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const float* scales, size_t n_begin,
@@ -386,15 +381,8 @@ void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uin
   if (m == 0 || n_begin >= n_end) return;
   const size_t nb = k / kQ8Block;
   const Rows rows{x.q, x.d, StartValues(x, m * nb, kMxfp4Offset), k, nb};
-  const Out out{y, ldy, bias, n_end};
-  for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
-    const uint8_t* c = codes + g * (k * kQ8Group / 2);
-    const uint8_t* s = scales + g * (nb * kQ8Group);
-    for (size_t i = 0; i < m; i += kTileRows) {
-      const size_t r = Min(kTileRows, m - i);
-      (i == 0 ? Mxfp4TileFor<true>(r) : Mxfp4TileFor<false>(r))(rows, i, c, s, g * kQ8Group, out);
-    }
-  }
+  CodeMatmul<Mxfp4Codes>(rows, m, k, codes, n_begin, n_end,
+                         [&](size_t g) { return Mxfp4Codes{scales + g * (nb * kQ8Group)}; }, Out{y, ldy, bias, n_end});
 }
 
 void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, size_t n_end, const float* bias,
@@ -402,15 +390,9 @@ void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, s
   if (m == 0 || n_begin >= n_end) return;
   const size_t nb = k / kQ8Block, meta_stride = (k / w.group) * kQ8Group;
   const Rows rows{x.q, x.d, StartValues(x, m * nb, kInt4Offset), k, nb};
-  const Out out{y, ldy, bias, n_end};
-  for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
-    const uint8_t* c = w.codes + g * (k * kQ8Group / 2);
-    for (size_t i = 0; i < m; i += kTileRows) {
-      const size_t r = Min(kTileRows, m - i);
-      (i == 0 ? Int4TileFor<true>(r) : Int4TileFor<false>(r))(rows, i, c, w.zeros + g * meta_stride,
-                                                              w.scales + g * meta_stride, w.group, g * kQ8Group, out);
-    }
-  }
+  CodeMatmul<Int4Codes>(rows, m, k, w.codes, n_begin, n_end, [&](size_t g) {
+    return Int4Codes{w.zeros + g * meta_stride, w.scales + g * meta_stride, w.group / kQ8Block};
+  }, Out{y, ldy, bias, n_end});
 }
 
 }  // namespace

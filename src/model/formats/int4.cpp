@@ -33,20 +33,9 @@ uint32_t Word(const uint8_t* base, size_t index) {
 // coordinates.
 struct Int4Reader {
   const Int4Stored& t;
-  // Codes of row j, columns [col0, col0 + n) into q: the row's words read in order (one strided
-  // word per column for AutoAWQ's transposed layout, eight columns per word otherwise).
-  void Codes(int64_t j, int64_t col0, size_t n, uint8_t* q) const {
-    if (t.layout == Int4Layout::kAutoAwqGemm) {
-      const size_t stride = static_cast<size_t>(t.out / 8) * 4;
-      const uint8_t* p = t.codes + static_cast<size_t>(col0) * stride + static_cast<size_t>(j / 8) * 4;
-      const int shift = 4 * kAwqReverseOrder[j % 8];
-      for (size_t c = 0; c < n; ++c, p += stride) {
-        uint32_t w;
-        std::memcpy(&w, p, 4);
-        q[c] = static_cast<uint8_t>((w >> shift) & 0xF);
-      }
-      return;
-    }
+  // Codes of row j, columns [col0, col0 + n) into q, for the natural (row-major, eight columns per
+  // word) layout; AutoAWQ's transposed one is read across many rows at once (ReadCodes).
+  void NaturalCodes(int64_t j, int64_t col0, size_t n, uint8_t* q) const {
     const uint8_t* p = t.codes + static_cast<size_t>(j * (t.in / 8) + col0 / 8) * 4;
     for (size_t c = 0; c < n; c += 8, p += 4) {
       uint32_t w;
@@ -83,7 +72,7 @@ void ReadCodes(const LinearSource& source, size_t row, size_t count, size_t k, u
     const auto [which, j] = source.int4_rows[row + r];
     const Int4Stored& t = source.int4_tensors[which];
     if (t.layout != Int4Layout::kAutoAwqGemm) {
-      Int4Reader{t}.Codes(j, source.col0, k, q + r * k);
+      Int4Reader{t}.NaturalCodes(j, source.col0, k, q + r * k);
       continue;
     }
     const size_t stride = static_cast<size_t>(t.out / 8) * 4;

@@ -34,12 +34,14 @@ std::string TempOut(const std::string& tag) {
   return dir;
 }
 
-double Perplexity(const std::string& dir) {
+// Held-out perplexity of the model in `dir`, and with `reference` KL(reference || it).
+PerplexityResult Evaluate(const std::string& dir, const Model* reference = nullptr) {
   const auto model = Model::Load(dir);
   const Tokenizer tokenizer = Tokenizer::FromModelDir(dir);
   PerplexityOptions options;
   options.context = 256;
-  return EvaluatePerplexity(*model, tokenizer.Encode(ReadFile(kHeldout)), options).perplexity();
+  options.reference = reference;
+  return EvaluatePerplexity(*model, tokenizer.Encode(ReadFile(kHeldout)), options);
 }
 
 // Every stored weight is its group's round-to-nearest: (q - z) s within s / 2 of the float weight
@@ -90,25 +92,36 @@ TEST(QuantizeInt4, RoundToNearestStoresTheNearestGridPoint) {
   }
 }
 
-// On the shipped trained Llama: RTN and AWQ outputs load as both forms, cost at most 1 % of the
-// BF16 held-out perplexity at group 128, and AWQ folds its scales into float32 norms.
-TEST(QuantizeInt4, TrainedLlamaStaysClose) {
-  const double bf16 = Perplexity(kLlama);
-  for (bool awq : {false, true}) {
-    Int4QuantizeOptions options;
-    options.awq = awq;
-    options.calib_file = kCalib;
-    options.samples = 8;
-    options.layout = awq ? Int4Layout::kPackQuantized : Int4Layout::kAutoAwqGemm;
-    const std::string out = TempOut(awq ? "awq" : "rtn");
-    const Int4QuantizeResult r = QuantizeToInt4(kLlama, out, options);
-    EXPECT_EQ(r.calibration_tokens, awq ? 8 * 512 : 0);
-    const double ppl = Perplexity(out);
-    std::printf("%s: perplexity %.4f (BF16 %.4f, %+.2f %%)\n", awq ? "awq" : "int4-rtn", ppl, bf16, 100 * (ppl / bf16 - 1));
-    EXPECT_LE(ppl, bf16 * 1.01);
-    const WeightStore store = WeightStore::Open(out);
-    EXPECT_EQ(store.Get("model.layers.0.input_layernorm.weight").dtype(), awq ? DType::kF32 : DType::kBF16);
-    fs::remove_all(out);
+// On the shipped trained Llama at group 128, in both output forms: RTN and AWQ cost at most 1 % of
+// the BF16 held-out perplexity, AWQ stays closer to the BF16 model than RTN does (mean KL from
+// it over the held-out sample; docs/ACCURACY.md: the perplexity differences there are within their
+// noise, the KL's are not), and AWQ folds its scales into float32 norms.
+TEST(QuantizeInt4, TrainedLlamaStaysCloseAndAwqBeatsRoundToNearest) {
+  const auto bf16_model = Model::Load(kLlama);
+  const double bf16 = Evaluate(kLlama).perplexity();
+  for (Int4Layout layout : {Int4Layout::kAutoAwqGemm, Int4Layout::kPackQuantized}) {
+    SCOPED_TRACE(layout == Int4Layout::kAutoAwqGemm ? "autoawq" : "compressed-tensors");
+    double kl[2] = {0.0, 0.0};
+    for (bool awq : {false, true}) {
+      Int4QuantizeOptions options;
+      options.awq = awq;
+      options.calib_file = kCalib;
+      options.samples = 8;
+      options.layout = layout;
+      const std::string out = TempOut(awq ? "awq" : "rtn");
+      const Int4QuantizeResult r = QuantizeToInt4(kLlama, out, options);
+      EXPECT_EQ(r.calibration_tokens, awq ? 8 * 512 : 0);
+      const PerplexityResult result = Evaluate(out, bf16_model.get());
+      const double ppl = result.perplexity();
+      kl[awq] = result.mean_kl;
+      std::printf("%s: perplexity %.4f (BF16 %.4f, %+.2f %%), mean KL from BF16 %.6f, top-1 %.4f\n",
+                  awq ? "awq" : "int4-rtn", ppl, bf16, 100 * (ppl / bf16 - 1), result.mean_kl, result.top1_agreement);
+      EXPECT_LE(ppl, bf16 * 1.01);
+      const WeightStore store = WeightStore::Open(out);
+      EXPECT_EQ(store.Get("model.layers.0.input_layernorm.weight").dtype(), awq ? DType::kF32 : DType::kBF16);
+      fs::remove_all(out);
+    }
+    EXPECT_LT(kl[1], 0.95 * kl[0]) << "AWQ's mean KL from BF16 is not below round to nearest's";
   }
 }
 

@@ -4,7 +4,10 @@
 // rendering, no BOS). Progress on stderr, one line per window; the result on stdout.
 // --compare-exact also loads the checkpoint on the exact path and reports, over the same windows,
 // KL(exact || this run) and the top-1 agreement (llama.cpp's --kl-divergence, without its logits
-// file: both models are resident, so it needs twice the memory).
+// file: both models are resident, so it needs twice the memory). --compare-model DIR does the
+// same against another checkpoint of the same vocabulary, on its exact path: a quantized model
+// against the original it was made from, which measures what quantization lost even where the
+// perplexity difference is within its noise.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -30,6 +33,7 @@ struct PerplexityArgs {
   std::string kv_type = "f32";
   bool json = false;
   bool compare_exact = false;
+  std::string compare_model;
   ModelArgs model_args;
 };
 
@@ -40,13 +44,18 @@ void RunPerplexity(const PerplexityArgs& a) {
   const std::string text = ReadFile(a.file);
   const ModelOptions options = ToModelOptions(a.model_args);
   const auto model = Model::Load(a.model, options);
+  if (a.compare_exact && !a.compare_model.empty()) Fail("perplexity: --compare-exact and --compare-model exclude each other");
   std::unique_ptr<Model> exact;
-  if (a.compare_exact) {
+  if (a.compare_exact || !a.compare_model.empty()) {
     ModelOptions exact_options = options;
     exact_options.precision = Precision::kExact;
     exact_options.dense = DenseWeights::kBf16;
     exact_options.exact_layers = 0;
-    exact = Model::Load(a.model, exact_options);
+    exact = Model::Load(a.compare_exact ? a.model : a.compare_model, exact_options);
+    if (exact->config().vocab_size != model->config().vocab_size) {
+      Fail("perplexity: --compare-model ", a.compare_model, " has a vocabulary of ", exact->config().vocab_size,
+           " tokens, ", a.model, " one of ", model->config().vocab_size);
+    }
   }
   const Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
   const std::vector<int32_t> tokens = tokenizer.Encode(text);
@@ -75,7 +84,7 @@ void RunPerplexity(const PerplexityArgs& a) {
                                 {"perplexity_stderr", r.perplexity_stderr()},
                                 {"seconds", r.seconds},
                                 {"tokens_per_second", r.tokens_per_second()}};
-    if (exact) out["vs_exact"] = {{"mean_kl", r.mean_kl}, {"max_kl", r.max_kl}, {"top1_agreement", r.top1_agreement}};
+    if (exact) out[a.compare_exact ? "vs_exact" : "vs_model"] = {{"mean_kl", r.mean_kl}, {"max_kl", r.max_kl}, {"top1_agreement", r.top1_agreement}};
     std::printf("%s\n", out.dump().c_str());
     return;
   }
@@ -85,7 +94,8 @@ void RunPerplexity(const PerplexityArgs& a) {
               static_cast<long long>(r.tokens), static_cast<long long>(r.windows), static_cast<long long>(a.context),
               r.tokens_per_second());
   if (exact) {
-    std::printf("against the exact path: mean KL %.6f nats, max KL %.6f, top-1 agreement %.2f %%\n", r.mean_kl,
+    std::printf("against %s: mean KL %.6f nats, max KL %.6f, top-1 agreement %.2f %%\n",
+                a.compare_exact ? "the exact path" : a.compare_model.c_str(), r.mean_kl,
                 r.max_kl, 100.0 * r.top1_agreement);
   }
 }
@@ -108,6 +118,9 @@ void RegisterPerplexity(CLI::App& app) {
   cmd->add_flag("--compare-exact", args->compare_exact,
                 "also run the checkpoint on the exact path over the same windows and report KL(exact || this run) "
                 "and the top-1 agreement (holds both models in memory)");
+  cmd->add_option("--compare-model", args->compare_model,
+                  "also run another checkpoint of the same vocabulary (the original of a quantized model) on the "
+                  "exact path over the same windows and report KL(that || this run) and the top-1 agreement");
   AddModelOptions(cmd, args->model_args, "fast");
   cmd->callback([args] { RunPerplexity(*args); });
 }

@@ -21,6 +21,18 @@ for key in perplexity perplexity_stderr mean_nll nll_stderr tokens scored window
 done
 grep -q '"stride":64' "$WORK/out" || fail "perplexity --json: stride not 64: $(cat "$WORK/out")"
 
+# --compare-model: the same checkpoint against itself is KL 0; another vocabulary is refused.
+run_ok "compare-model" "$BIN" perplexity -m "$M" -f "$text" -c 128 --precision exact --compare-model "$M"
+grep -q "^against $M: mean KL 0.000000 nats, max KL 0.000000, top-1 agreement 100.00 %" "$WORK/out" ||
+  fail "perplexity --compare-model: unexpected comparison line: $(cat "$WORK/out")"
+run_ok "compare-model json" "$BIN" perplexity -m "$M" -f "$text" -c 128 --precision exact --compare-model "$M" --json
+grep -q '"vs_model":{' "$WORK/out" || fail "perplexity --compare-model --json lacks vs_model: $(cat "$WORK/out")"
+L="$WORK/tiny-llama"
+run_ok "synth tiny-llama" "$BIN" synth --preset tiny-llama --out "$L" --seed 4
+run_err "compare-model of another vocabulary" "--compare-model $L has a vocabulary of" \
+  "$BIN" perplexity -m "$M" -f "$text" -c 128 --compare-model "$L"
+run_err "compare-exact with compare-model" "--compare-exact and --compare-model exclude each other" \
+  "$BIN" perplexity -m "$M" -f "$text" --compare-exact --compare-model "$M"
 run_err "missing file" "tessera: error: $WORK/nope: cannot open" "$BIN" perplexity -m "$M" -f "$WORK/nope"
 run_err "stride beyond the window" "--stride 300 exceeds the window length 256" \
   "$BIN" perplexity -m "$M" -f "$text" -c 256 --stride 300

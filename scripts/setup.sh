@@ -11,6 +11,7 @@ packages=(
   zstd
   openmpi-bin libopenmpi-dev  # dist/: tensor parallelism over MPI (mpirun in the tests)
   iproute2                    # network namespaces for the multi-host MPI tests and benchmarks
+  libcpp-httplib-dev curl     # tessera serve (HTTP) and its tests
 )
 
 missing=()

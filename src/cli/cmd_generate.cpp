@@ -32,6 +32,7 @@
 #include "engine/chat_template.h"
 #include "engine/generator.h"
 #include "engine/harmony.h"
+#include "engine/think_splitter.h"
 #include "engine/sampler.h"
 #include "engine/speculative.h"
 #include "tokenizer/tokenizer.h"
@@ -197,72 +198,6 @@ StopCondition MakeStop(const Session& s, int64_t n_predict) {
   }
   return stop;
 }
-
-// Splits a streamed Qwen3 reply into its <think> block (the analysis) and the answer; other
-// templates' replies are all answer. Text is held back only while it could still be the start of
-// the markers.
-class ThinkSplitter {
- public:
-  explicit ThinkSplitter(bool thinks) : state_(thinks ? State::kStart : State::kAnswer) {}
-  // Appends `text`; returns (analysis, answer) ready to show.
-  std::pair<std::string, std::string> Add(const std::string& text) {
-    pending_ += text;
-    std::string analysis, answer;
-    for (;;) {
-      if (state_ == State::kAnswer) {
-        answer += pending_;
-        pending_.clear();
-        break;
-      }
-      if (state_ == State::kStart) {
-        const std::string_view open = "<think>";
-        const size_t ws = pending_.find_first_not_of(" \n");
-        if (ws == std::string::npos) break;
-        const std::string_view rest = std::string_view(pending_).substr(ws);
-        if (rest.size() < open.size() && open.substr(0, rest.size()) == rest) break;  // maybe the opener
-        if (rest.substr(0, open.size()) == open) {
-          pending_ = std::string(rest.substr(open.size()));
-          state_ = State::kThinking;
-        } else {
-          state_ = State::kAnswer;
-        }
-        continue;
-      }
-      const std::string_view close = "</think>";
-      const size_t end = pending_.find(close);
-      if (end == std::string::npos) {
-        // Keep what could be the start of "</think>".
-        size_t keep = 0;
-        for (size_t n = std::min(pending_.size(), close.size() - 1); n > 0; --n) {
-          if (std::string_view(pending_).substr(pending_.size() - n) == close.substr(0, n)) {
-            keep = n;
-            break;
-          }
-        }
-        analysis += pending_.substr(0, pending_.size() - keep);
-        pending_.erase(0, pending_.size() - keep);
-        break;
-      }
-      analysis += pending_.substr(0, end);
-      pending_.erase(0, end + close.size());
-      const size_t start = pending_.find_first_not_of('\n');
-      pending_.erase(0, start == std::string::npos ? pending_.size() : start);
-      state_ = State::kAnswer;
-    }
-    return {analysis, answer};
-  }
-  std::pair<std::string, std::string> Finish() {
-    std::pair<std::string, std::string> out;
-    (state_ == State::kThinking ? out.first : out.second) = pending_;
-    pending_.clear();
-    return out;
-  }
-
- private:
-  enum class State { kStart, kThinking, kAnswer };
-  State state_;
-  std::string pending_;
-};
 
 ChatMessage TextMessage(std::string role, std::string content) {
   ChatMessage m;

@@ -15,5 +15,6 @@ void RegisterLogits(CLI::App& app);
 void RegisterPerplexity(CLI::App& app);
 void RegisterBench(CLI::App& app);
 void RegisterGenerate(CLI::App& app);  // generate and chat
+void RegisterServe(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterPerplexity(app);
   tessera::cli::RegisterGenerate(app);
   tessera::cli::RegisterBench(app);
+  tessera::cli::RegisterServe(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,393 @@
+#include "server/batch_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace tessera {
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
+
+// ---- RequestHandle ------------------------------------------------------------------------------
+
+bool RequestHandle::Wait(std::vector<TokenEvent>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait_for(lock, timeout, [&] { return !events_.empty() || done_; });
+  if (events_.empty()) return false;
+  for (TokenEvent& e : events_) out.push_back(std::move(e));
+  events_.clear();
+  return true;
+}
+bool RequestHandle::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+FinishReason RequestHandle::finish_reason() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reason_;
+}
+std::string RequestHandle::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+int64_t RequestHandle::cached_tokens() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cached_tokens_;
+}
+int64_t RequestHandle::generated_tokens() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return generated_;
+}
+double RequestHandle::queue_seconds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_seconds_;
+}
+void RequestHandle::Cancel() { cancelled_.store(true); }
+
+// ---- engine state -------------------------------------------------------------------------------
+
+struct BatchEngine::Slot {
+  KvCache cache;
+  std::vector<int32_t> cached;  // the tokens whose keys and values the cache holds
+  bool busy = false;
+  Slot(const ModelConfig& config, int64_t context, KvType type) : cache(config, context, type) {}
+};
+
+struct BatchEngine::Sequence {
+  std::shared_ptr<RequestHandle> handle;
+  EngineRequest request;
+  Sampler sampler;
+  std::chrono::steady_clock::time_point submitted;
+  Slot* slot = nullptr;
+  std::vector<int32_t> tokens;  // prompt, then the generated ids
+  int64_t computed = 0;         // positions of `tokens` in the slot's cache
+  int64_t generated = 0;
+  std::vector<float> logits;
+  Sequence(std::shared_ptr<RequestHandle> h, EngineRequest r)
+      : handle(std::move(h)), request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {}
+  int64_t prompt_size() const { return static_cast<int64_t>(request.prompt.size()); }
+};
+
+namespace {
+
+// The raw log-softmax of `logits` at `chosen` and its `top` largest entries (ties: lower id).
+void Logprobs(const std::vector<float>& logits, int32_t chosen, int top, TokenEvent& event) {
+  float max = -INFINITY;
+  for (float v : logits) max = std::max(max, v);
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
+  const double log_sum = std::log(sum) + max;
+  event.chosen = {chosen, static_cast<float>(logits[chosen] - log_sum)};
+  if (top <= 0) return;
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  const size_t n = std::min<size_t>(static_cast<size_t>(top), ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (size_t i = 0; i < n; ++i) event.top.push_back({ids[i], static_cast<float>(logits[ids[i]] - log_sum)});
+}
+
+int64_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t limit) {
+  int64_t n = 0;
+  const int64_t end = std::min<int64_t>({limit, static_cast<int64_t>(a.size()), static_cast<int64_t>(b.size())});
+  while (n < end && a[n] == b[n]) ++n;
+  return n;
+}
+
+}  // namespace
+
+BatchEngine::BatchEngine(const Model& model, const BatchEngineOptions& options) : model_(model), options_(options) {
+  if (options.slots < 1 || options.slots > 1024) Fail("serve: --parallel ", options.slots, " must lie in [1, 1024]");
+  if (options.context < 2) Fail("serve: the context ", options.context, " must be at least 2");
+  if (options.token_budget < 1) Fail("serve: the step token budget ", options.token_budget, " must be at least 1");
+  if (options.max_waiting < 0) Fail("serve: the queue length ", options.max_waiting, " must not be negative");
+  for (int64_t i = 0; i < options.slots; ++i) {
+    slots_.push_back(std::make_unique<Slot>(model.cache_config(), options.context, options.kv_type));
+  }
+  stats_.slots = options.slots;
+  stats_.kv_capacity = options.slots * options.context;
+  stats_.kv_bytes_bound = KvBytesBound();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+BatchEngine::~BatchEngine() { Shutdown(); }
+
+uint64_t BatchEngine::KvBytesBound() const {
+  // Bytes per position: what one slot's cache would hold at its full context.
+  KvCache probe(model_.cache_config(), options_.context, options_.kv_type);
+  uint64_t per_slot = 0;
+  try {
+    probe.Reserve(options_.context);
+    per_slot = probe.bytes();
+  } catch (const Error&) {
+    per_slot = 0;  // cannot even reserve one: reported as unknown
+  }
+  return per_slot * static_cast<uint64_t>(options_.slots);
+}
+
+std::shared_ptr<RequestHandle> BatchEngine::Submit(EngineRequest request) {
+  const int64_t P = static_cast<int64_t>(request.prompt.size());
+  if (P == 0) Fail("the prompt is empty");
+  if (P >= options_.context) {
+    Fail("the prompt has ", P, " tokens; the context of ", options_.context,
+         " leaves no room for a reply (at most ", options_.context - 1, " prompt tokens)");
+  }
+  const int64_t vocab = model_.config().vocab_size;
+  for (int32_t id : request.prompt) {
+    if (id < 0 || id >= vocab) Fail("token id ", id, " lies outside the vocabulary [0, ", vocab, ")");
+  }
+  for (int32_t id : request.stop_tokens) {
+    if (id < 0 || id >= vocab) Fail("stop token id ", id, " lies outside the vocabulary [0, ", vocab, ")");
+  }
+  if (request.top_logprobs > 20) Fail("top_logprobs ", request.top_logprobs, " exceeds 20");
+  auto handle = std::make_shared<RequestHandle>();
+  handle->prompt_tokens_ = P;
+  auto seq = std::make_unique<Sequence>(handle, std::move(request));  // validates the sampling
+  seq->submitted = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || static_cast<int64_t>(waiting_.size()) >= options_.max_waiting + std::max<int64_t>(
+                                                                 0, options_.slots - static_cast<int64_t>(running_.size()))) {
+      ++stats_.requests_rejected;
+      return nullptr;
+    }
+    waiting_.push_back(std::move(seq));
+  }
+  cv_.notify_all();
+  return handle;
+}
+
+void BatchEngine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+BatchEngineStats BatchEngine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+// Called with mutex_ held.
+void BatchEngine::Finish(Sequence& seq, FinishReason reason, const std::string& error) {
+  if (seq.slot) {
+    seq.slot->busy = false;  // keeps its cached tokens for a later prompt with the same prefix
+    seq.slot = nullptr;
+  }
+  switch (reason) {
+    case FinishReason::kCancelled: ++stats_.requests_cancelled; break;
+    case FinishReason::kError: ++stats_.requests_failed; break;
+    default: ++stats_.requests_finished;
+  }
+  {
+    std::lock_guard<std::mutex> lock(seq.handle->mutex_);
+    seq.handle->done_ = true;
+    seq.handle->reason_ = reason;
+    seq.handle->error_ = error;
+  }
+  seq.handle->cv_.notify_all();
+}
+
+// Called with mutex_ held: waiting requests into free slots, first come first served.
+void BatchEngine::Admit() {
+  while (!waiting_.empty()) {
+    Sequence& seq = *waiting_.front();
+    Slot* best = nullptr;
+    int64_t best_keep = -1;
+    for (const auto& slot : slots_) {
+      if (slot->busy) continue;
+      const int64_t keep = CommonPrefix(slot->cached, seq.tokens, seq.prompt_size() - 1);
+      if (keep > best_keep) best = slot.get(), best_keep = keep;
+    }
+    if (!best) return;
+    std::unique_ptr<Sequence> owned = std::move(waiting_.front());
+    waiting_.pop_front();
+    try {
+      try {
+        best->cache.Truncate(best_keep);
+      } catch (const Error&) {
+        best_keep = 0;  // a sliding ring no longer holds that prefix: start over
+        best->cache.Truncate(0);
+      }
+      best->cached.resize(static_cast<size_t>(best_keep));
+      const int64_t limit = owned->request.max_tokens;
+      best->cache.Reserve(limit >= 0 ? std::min(options_.context, owned->prompt_size() + limit) : owned->prompt_size());
+    } catch (const Error& e) {
+      Finish(*owned, FinishReason::kError, e.what());
+      continue;
+    }
+    best->busy = true;
+    owned->slot = best;
+    owned->computed = best_keep;
+    stats_.prompt_tokens += owned->prompt_size();
+    stats_.cached_prompt_tokens += best_keep;
+    {
+      std::lock_guard<std::mutex> lock(owned->handle->mutex_);
+      owned->handle->cached_tokens_ = best_keep;
+      owned->handle->queue_seconds_ =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - owned->submitted).count();
+    }
+    running_.push_back(std::move(owned));
+  }
+}
+
+void BatchEngine::Loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+    if (stopping_) {
+      for (auto& seq : running_) Finish(*seq, FinishReason::kCancelled);
+      for (auto& seq : waiting_) Finish(*seq, FinishReason::kCancelled);
+      running_.clear();
+      waiting_.clear();
+      stats_.running = stats_.waiting = 0;
+      return;
+    }
+    Step(lock);
+  }
+}
+
+// Called with mutex_ held; releases it around the forward pass.
+void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
+  // 1. Cancelled requests leave.
+  auto cancelled = [](const std::unique_ptr<Sequence>& s) { return s->handle->cancelled_.load(); };
+  for (auto& seq : running_) {
+    if (cancelled(seq)) Finish(*seq, FinishReason::kCancelled);
+  }
+  std::erase_if(running_, cancelled);
+  for (auto& seq : waiting_) {
+    if (cancelled(seq)) Finish(*seq, FinishReason::kCancelled);
+  }
+  std::erase_if(waiting_, cancelled);
+  // 2. Admission.
+  Admit();
+  stats_.running = static_cast<int64_t>(running_.size());
+  stats_.waiting = static_cast<int64_t>(waiting_.size());
+  if (running_.empty()) return;
+
+  // 3. The batch: decodes first, then prompt chunks within the budget.
+  std::vector<ForwardSequence> batch;
+  std::vector<Sequence*> members;
+  std::vector<int64_t> fed;
+  int64_t budget = options_.token_budget, decode_tokens = 0, prefill_tokens = 0;
+  for (auto& seq : running_) {
+    if (seq->computed < seq->prompt_size()) continue;
+    // Decoding: the last sampled token, at the next position.
+    batch.push_back({std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(seq->computed), 1),
+                     seq->computed, &seq->slot->cache, LogitsMode::kLast, &seq->logits});
+    members.push_back(seq.get());
+    fed.push_back(1);
+    --budget;
+    ++decode_tokens;
+  }
+  for (auto& seq : running_) {
+    if (seq->computed >= seq->prompt_size() || budget <= 0) continue;
+    const int64_t chunk = std::min(budget, seq->prompt_size() - seq->computed);
+    const bool last = seq->computed + chunk == seq->prompt_size();
+    batch.push_back({std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(seq->computed),
+                                                                    static_cast<size_t>(chunk)),
+                     seq->computed, &seq->slot->cache, last ? LogitsMode::kLast : LogitsMode::kNone, &seq->logits});
+    members.push_back(seq.get());
+    fed.push_back(chunk);
+    budget -= chunk;
+    prefill_tokens += chunk;
+  }
+  if (batch.empty()) return;
+
+  // 4. The forward pass, without the lock (Submit and stats go on meanwhile).
+  lock.unlock();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::optional<TokenEvent>> sampled(members.size());
+  std::vector<FinishReason> ends(members.size(), FinishReason::kNone);
+  std::vector<std::string> errors(members.size());
+  std::string failure;
+  try {
+    model_.ForwardBatch(batch);
+  } catch (const Error& e) {
+    failure = e.what();
+  } catch (const std::exception& e) {
+    failure = StrCat("internal error: ", e.what());
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    Sequence& seq = *members[i];
+    if (!failure.empty()) {
+      // The pass failed: every member ends, and its slot remembers only what its cache still
+      // holds (KvCache::AbortAppend).
+      ends[i] = FinishReason::kError;
+      errors[i] = failure;
+      seq.slot->cached.resize(std::min(seq.slot->cached.size(), static_cast<size_t>(seq.slot->cache.length())));
+      continue;
+    }
+    seq.computed += fed[i];
+    seq.slot->cached.assign(seq.tokens.begin(), seq.tokens.begin() + seq.computed);
+    if (seq.computed < seq.prompt_size()) continue;  // prompt not complete yet
+    try {
+      TokenEvent event;
+      event.token = seq.sampler.Sample(seq.logits);
+      if (seq.request.top_logprobs >= 0) Logprobs(seq.logits, event.token, seq.request.top_logprobs, event);
+      seq.tokens.push_back(event.token);
+      ++seq.generated;
+      const auto& stops = seq.request.stop_tokens;
+      if (std::find(stops.begin(), stops.end(), event.token) != stops.end()) {
+        ends[i] = FinishReason::kStop;
+      } else if ((seq.request.max_tokens >= 0 && seq.generated >= seq.request.max_tokens) ||
+                 static_cast<int64_t>(seq.tokens.size()) > options_.context) {
+        ends[i] = FinishReason::kLength;  // the next token would not fit the context
+      }
+      sampled[i] = std::move(event);
+    } catch (const Error& e) {
+      ends[i] = FinishReason::kError;  // e.g. NaN logits: this sequence only
+      errors[i] = e.what();
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  lock.lock();
+
+  ++stats_.steps;
+  const double total = static_cast<double>(decode_tokens + prefill_tokens);
+  stats_.decode_seconds += seconds * static_cast<double>(decode_tokens) / total;
+  stats_.prefill_seconds += seconds * static_cast<double>(prefill_tokens) / total;
+  stats_.decode_tokens_run += decode_tokens;
+  stats_.prefill_tokens_run += prefill_tokens;
+  for (size_t i = 0; i < members.size(); ++i) {
+    Sequence& seq = *members[i];
+    if (sampled[i]) {
+      ++stats_.generated_tokens;
+      {
+        std::lock_guard<std::mutex> hl(seq.handle->mutex_);
+        seq.handle->events_.push_back(std::move(*sampled[i]));
+        seq.handle->generated_ = seq.generated;
+      }
+      seq.handle->cv_.notify_all();
+    }
+    if (ends[i] != FinishReason::kNone) Finish(seq, ends[i], errors[i]);
+  }
+  std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->slot == nullptr; });
+  stats_.running = static_cast<int64_t>(running_.size());
+  stats_.waiting = static_cast<int64_t>(waiting_.size());
+  int64_t positions = 0;
+  uint64_t bytes = 0;
+  for (const auto& slot : slots_) {
+    if (slot->busy) positions += slot->cache.length();
+    bytes += slot->cache.bytes();
+  }
+  stats_.kv_positions = positions;
+  stats_.kv_bytes = bytes;
+}
+
+}  // namespace tessera

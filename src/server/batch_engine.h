@@ -1,0 +1,157 @@
+// Continuous batching (serving.md §7): one engine thread owns the model and runs every admitted
+// sequence forward together, one Model::ForwardBatch per step, so each weight matrix is read
+// once per step however many sequences are running.
+//
+// Per step, in this order (vLLM v1's scheduler, §7.1):
+//   1. requests cancelled since the last step (client gone, stop string seen, shutdown) leave
+//      and their slot is free again at once;
+//   2. waiting requests are admitted first come first served while a slot is free; a slot keeps
+//      the tokens its cache holds, and a new request takes the free slot sharing the longest
+//      prefix with its prompt (llama-server's prompt cache, §7.3): those positions are not run
+//      again (reported as cached_tokens);
+//   3. the batch: one token for every sequence that is decoding, then prompt chunks of the
+//      sequences still prefilling, oldest first, while the step's token budget lasts;
+//   4. one ForwardBatch; every sequence whose prompt is complete samples its next token with its
+//      own Sampler (its own seed), and stops on its stop tokens, its token limit or the end of
+//      its context.
+// Each sequence gets bit for bit the tokens it would get alone (the kernels are batch-invariant,
+// model.h ForwardBatch), so batching changes no reply.
+//
+// KV memory: `slots` caches of `context` positions each, allocated as sequences grow; the bound
+// is slots x context x the model's KV bytes per position (KvBytesBound). A full waiting queue
+// (max_waiting) refuses new requests (the server answers 429).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "model/model.h"
+
+namespace tessera {
+
+struct BatchEngineOptions {
+  int64_t slots = 4;            // sequences running at once
+  int64_t context = 4096;       // positions per sequence (prompt + reply)
+  KvType kv_type = KvType::kF32;
+  int64_t token_budget = 512;   // tokens per step (decode tokens first, then prompt chunks)
+  int64_t max_waiting = 64;     // queued requests beyond the running ones
+};
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int64_t max_tokens = -1;         // < 0: until a stop token or the end of the context
+  std::vector<int32_t> stop_tokens;
+  int top_logprobs = -1;           // < 0: no log-probabilities; else that many alternatives (0 .. 20)
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled", "error"
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+// One sampled token. Log-probabilities are of the model's distribution before temperature and
+// filters (the raw log-softmax, as vLLM reports by default).
+struct TokenEvent {
+  int32_t token = 0;
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;
+};
+
+// What the HTTP side holds of a submitted request; shared with the engine thread.
+class RequestHandle {
+ public:
+  // Moves the tokens produced since the last call into `out` and returns true, waiting up to
+  // `timeout` for some; false when there were none yet. done() tells whether more can come.
+  bool Wait(std::vector<TokenEvent>& out, std::chrono::milliseconds timeout);
+  bool done() const;
+  FinishReason finish_reason() const;
+  std::string error() const;  // the engine's one-line message when finish_reason() is kError
+  // Usage: prompt tokens, the ones served from a slot's cache, generated tokens.
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+  int64_t cached_tokens() const;
+  int64_t generated_tokens() const;
+  // Asks the engine to drop the request at its next step (idempotent; a no-op once done).
+  void Cancel();
+  double queue_seconds() const;  // from Submit to admission (0 while waiting)
+
+ private:
+  friend class BatchEngine;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<TokenEvent> events_;
+  bool done_ = false;
+  FinishReason reason_ = FinishReason::kNone;
+  std::string error_;
+  int64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_ = 0;
+  double queue_seconds_ = 0.0;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct BatchEngineStats {
+  int64_t running = 0, waiting = 0, slots = 0;
+  int64_t kv_positions = 0, kv_capacity = 0;  // positions held in the slots' caches / slots x context
+  uint64_t kv_bytes = 0, kv_bytes_bound = 0;
+  int64_t requests_finished = 0, requests_cancelled = 0, requests_failed = 0, requests_rejected = 0;
+  int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
+  int64_t steps = 0;
+  double prefill_seconds = 0.0, decode_seconds = 0.0;  // step time split by the tokens it ran
+  int64_t prefill_tokens_run = 0, decode_tokens_run = 0;
+};
+
+class BatchEngine {
+ public:
+  // Starts the engine thread. Throws tessera::Error for options out of range.
+  BatchEngine(const Model& model, const BatchEngineOptions& options);
+  ~BatchEngine();  // Shutdown()
+  BatchEngine(const BatchEngine&) = delete;
+  BatchEngine& operator=(const BatchEngine&) = delete;
+
+  // Queues a request. Throws tessera::Error (one line) for an empty prompt, a prompt that does
+  // not leave room for one reply token in the context, an id outside the vocabulary or invalid
+  // sampling; returns nullptr when the waiting queue is full or the engine is shutting down.
+  std::shared_ptr<RequestHandle> Submit(EngineRequest request);
+
+  // Cancels everything queued or running, waits for the engine thread and ends it.
+  void Shutdown();
+
+  BatchEngineStats stats() const;
+  const BatchEngineOptions& options() const { return options_; }
+  int64_t context() const { return options_.context; }
+  // slots x context x KV bytes per position: the most the caches can hold.
+  uint64_t KvBytesBound() const;
+
+ private:
+  struct Sequence;
+  struct Slot;
+  void Loop();
+  void Step(std::unique_lock<std::mutex>& lock);
+  void Admit();
+  void Finish(Sequence& seq, FinishReason reason, const std::string& error = {});
+
+  const Model& model_;
+  BatchEngineOptions options_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  BatchEngineStats stats_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,71 @@
+// `tessera serve`'s HTTP side: the OpenAI-compatible routes over cpp-httplib (Debian 12's
+// libcpp-httplib-dev 0.11.4), in front of one BatchEngine.
+//
+// Why cpp-httplib rather than Boost.Beast (serving.md §9): it is a maintained library in Debian
+// with a chunked content provider that is exactly an SSE writer, and its DataSink::is_writable
+// (select + a one-byte peek) tells that a client has gone while the provider waits for the next
+// token. What it costs: one pool thread per open request, so the pool is sized for every slot
+// and every queued request plus the control routes; and 0.11.4 has no
+// Request::is_connection_closed, so non-streaming replies are written through a content provider
+// too, which polls the same way. Beast would need the accept loop, parsing, keep-alive and
+// timeouts written here.
+//
+// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (and /models),
+// GET /health, GET /metrics (Prometheus text), GET / (the chat page). With an API key every route
+// but /health needs `Authorization: Bearer <key>` (compared in constant time). Errors are the
+// OpenAI error object; after a stream has begun they are a `data: {"error": …}` event followed by
+// `data: [DONE]`.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/sampler.h"
+#include "model/model.h"
+#include "server/batch_engine.h"
+#include "server/openai_api.h"
+#include "tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace tessera {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;              // 0: any free port (Bind returns it)
+  std::string api_key;          // empty: no authentication
+  std::string model_name;       // the id /v1/models lists and requests must name (or omit)
+  size_t max_body_bytes = 16u << 20;
+  int timeout_seconds = 60;     // reading a request, writing one piece of a reply
+  SamplingParams defaults;      // used where a request gives no value
+};
+
+class ApiServer {
+ public:
+  ApiServer(const Model& model, const Tokenizer& tokenizer, BatchEngine& engine, ServerOptions options);
+  ~ApiServer();
+  // Binds the listening socket; returns the port. Throws tessera::Error when it cannot.
+  int Bind();
+  // Serves until Stop() (from any thread).
+  void Run();
+  void Stop();
+
+ private:
+  void Routes();
+  struct Metrics;
+
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  BatchEngine& engine_;
+  ServerOptions options_;
+  ChatFormat format_;
+  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Metrics> metrics_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace tessera

@@ -1,0 +1,511 @@
+#include "server/openai_api.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "engine/think_splitter.h"
+#include "server/batch_engine.h"
+
+namespace tessera {
+
+using nlohmann::json;
+
+ApiError::ApiError(int status, std::string message, std::string param, std::string code)
+    : std::runtime_error(std::move(message)), status_(status), param_(std::move(param)), code_(std::move(code)) {}
+
+std::string ApiError::type() const {
+  switch (status_) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    default: return status_ >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+json ApiError::Body() const {
+  return {{"error",
+           {{"message", what()},
+            {"type", type()},
+            {"param", param_.empty() ? json(nullptr) : json(param_)},
+            {"code", code_.empty() ? json(nullptr) : json(code_)}}}};
+}
+
+namespace {
+
+[[noreturn]] void Bad(const std::string& param, const std::string& message) { throw ApiError(400, message, param); }
+
+const char* TypeName(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return "a number";
+  }
+}
+
+// The field `key` of `body` when present and not null.
+const json* Field(const json& body, const char* key) {
+  const auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+double Number(const json& body, const char* key, double fallback, double lo, double hi) {
+  const json* v = Field(body, key);
+  if (!v) return fallback;
+  if (!v->is_number()) Bad(key, StrCat("'", key, "' must be a number, not ", TypeName(*v)));
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) Bad(key, StrCat("'", key, "' ", x, " must lie in [", lo, ", ", hi, "]"));
+  return x;
+}
+
+int64_t Integer(const json& body, const char* key, int64_t fallback, int64_t lo, int64_t hi) {
+  const json* v = Field(body, key);
+  if (!v) return fallback;
+  if (!v->is_number_integer() && !(v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>())))) {
+    Bad(key, StrCat("'", key, "' must be an integer, not ", TypeName(*v)));
+  }
+  const int64_t x = v->is_number_integer() ? v->get<int64_t>() : static_cast<int64_t>(v->get<double>());
+  if (x < lo || x > hi) Bad(key, StrCat("'", key, "' ", x, " must lie in [", lo, ", ", hi, "]"));
+  return x;
+}
+
+bool Boolean(const json& body, const char* key, bool fallback) {
+  const json* v = Field(body, key);
+  if (!v) return fallback;
+  if (!v->is_boolean()) Bad(key, StrCat("'", key, "' must be a boolean, not ", TypeName(*v)));
+  return v->get<bool>();
+}
+
+// A message's content: a string, null, or an array of text parts, joined by `joiner`.
+std::string ContentText(const json& message, size_t index, const char* joiner) {
+  const std::string param = StrCat("messages[", index, "].content");
+  const json* c = Field(message, "content");
+  if (!c) return {};
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) Bad(param, StrCat("'", param, "' must be a string or an array of parts, not ", TypeName(*c)));
+  std::string text;
+  for (size_t i = 0; i < c->size(); ++i) {
+    const json& part = (*c)[i];
+    const json* type = part.is_object() ? Field(part, "type") : nullptr;
+    if (!type || !type->is_string()) Bad(param, StrCat("'", param, "[", i, "]' must be an object with a string 'type'"));
+    if (*type != "text") {
+      Bad(param, StrCat("'", param, "[", i, "]' is a '", type->get<std::string>(), "' part; this model reads text only"));
+    }
+    const json* t = Field(part, "text");
+    if (!t || !t->is_string()) Bad(param, StrCat("'", param, "[", i, "].text' must be a string"));
+    if (i > 0) text += joiner;
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+std::string StringField(const json& message, const char* key, const std::string& param) {
+  const json* v = Field(message, key);
+  if (!v) return {};
+  if (!v->is_string()) Bad(param, StrCat("'", param, "' must be a string, not ", TypeName(*v)));
+  return v->get<std::string>();
+}
+
+// The assistant reasoning of an input message: vLLM's "reasoning" or llama.cpp's
+// "reasoning_content" (serving.md §2: accept both).
+std::optional<std::string> Reasoning(const json& message, size_t index) {
+  for (const char* key : {"reasoning_content", "reasoning"}) {
+    if (Field(message, key)) return StringField(message, key, StrCat("messages[", index, "].", key));
+  }
+  return std::nullopt;
+}
+
+const json& Messages(const json& body) {
+  const json* m = Field(body, "messages");
+  if (!m) Bad("messages", "'messages' is required");
+  if (!m->is_array() || m->empty()) Bad("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& msg = (*m)[i];
+    if (!msg.is_object()) Bad("messages", StrCat("'messages[", i, "]' must be an object, not ", TypeName(msg)));
+    const json* role = Field(msg, "role");
+    if (!role || !role->is_string()) Bad("messages", StrCat("'messages[", i, "].role' must be a string"));
+  }
+  return *m;
+}
+
+// harmony (gpt-oss.md §4, serving.md §6, vLLM's mapping): system and developer messages become
+// the developer instructions; the reasoning effort goes into the system message.
+std::vector<Message> HarmonyConversation(const json& body) {
+  const json& messages = Messages(body);
+  SystemContent system;
+  if (const json* effort = Field(body, "reasoning_effort")) {
+    if (!effort->is_string()) Bad("reasoning_effort", "'reasoning_effort' must be a string");
+    const std::string e = effort->get<std::string>();
+    if (e != "low" && e != "medium" && e != "high") {
+      Bad("reasoning_effort", StrCat("'reasoning_effort' '", e, "' is not supported by gpt-oss (low, medium, high)"));
+    }
+    system.reasoning_effort = ParseReasoningEffort(e);
+  }
+  std::string instructions;
+  std::vector<Message> turns;
+  std::map<std::string, std::string> call_names;  // tool_call_id -> function name
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& msg = messages[i];
+    const std::string role = msg["role"].get<std::string>();
+    const std::string text = ContentText(msg, i, "");
+    if (role == "system" || role == "developer") {
+      if (!instructions.empty()) instructions += "\n\n";
+      instructions += text;
+    } else if (role == "user") {
+      turns.push_back(Message::User(text));
+    } else if (role == "assistant") {
+      if (const auto r = Reasoning(msg, i); r && !r->empty()) turns.push_back(Message::Assistant("analysis", *r));
+      if (const json* calls = Field(msg, "tool_calls")) {
+        if (!calls->is_array()) Bad("messages", StrCat("'messages[", i, "].tool_calls' must be an array"));
+        for (const json& call : *calls) {
+          const json* fn = call.is_object() ? Field(call, "function") : nullptr;
+          const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
+          if (!name || !name->is_string()) {
+            Bad("messages", StrCat("'messages[", i, "].tool_calls' entries need function.name"));
+          }
+          const json* args = Field(*fn, "arguments");
+          const std::string arguments = !args ? "{}" : args->is_string() ? args->get<std::string>() : args->dump();
+          turns.push_back(Message::ToolCall("functions." + name->get<std::string>(), arguments));
+          if (const json* id = Field(call, "id"); id && id->is_string()) call_names[id->get<std::string>()] = name->get<std::string>();
+        }
+      }
+      if (!text.empty()) turns.push_back(Message::Assistant("final", text));
+    } else if (role == "tool") {
+      const std::string id = StringField(msg, "tool_call_id", StrCat("messages[", i, "].tool_call_id"));
+      std::string name = StringField(msg, "name", StrCat("messages[", i, "].name"));
+      if (name.empty()) {
+        const auto it = call_names.find(id);
+        if (it == call_names.end()) {
+          Bad("messages", StrCat("'messages[", i, "]' answers tool call '", id, "', which no earlier assistant message made"));
+        }
+        name = it->second;
+      }
+      turns.push_back(Message::ToolResult("functions." + name, text));
+    } else {
+      Bad("messages", StrCat("'messages[", i, "].role' '", role, "' is not one of system, developer, user, assistant, tool"));
+    }
+  }
+  std::vector<Message> conversation{Message::System(system)};
+  if (!instructions.empty()) conversation.push_back(Message::Developer(instructions));
+  for (Message& m : turns) conversation.push_back(std::move(m));
+  return conversation;
+}
+
+std::vector<ChatMessage> TemplateConversation(const json& body) {
+  const json& messages = Messages(body);
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& msg = messages[i];
+    ChatMessage m;
+    m.role = msg["role"].get<std::string>();
+    if (m.role == "developer") m.role = "system";  // the family templates know "system"
+    m.content = ContentText(msg, i, "\n");
+    m.reasoning = Reasoning(msg, i);
+    if (const json* calls = Field(msg, "tool_calls")) m.tool_calls = nlohmann::ordered_json::parse(calls->dump());
+    m.tool_call_id = StringField(msg, "tool_call_id", StrCat("messages[", i, "].tool_call_id"));
+    m.name = StringField(msg, "name", StrCat("messages[", i, "].name"));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<int32_t> ModelEos(const Model& model) {
+  std::vector<int32_t> ids;
+  for (int64_t id : model.generation_config().eos_token_ids) ids.push_back(static_cast<int32_t>(id));
+  for (int64_t id : model.config().eos_token_ids) {
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+}  // namespace
+
+// ---- ChatFormat ---------------------------------------------------------------------------------
+
+ChatFormat::ChatFormat(const Model& model, const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {
+  text_stops_ = ModelEos(model);
+  if (model.config().model_type == "gpt_oss") {
+    harmony_ = std::make_unique<HarmonyEncoding>(tokenizer);
+    chat_stops_ = harmony_->AssistantStopTokens();
+    return;
+  }
+  try {
+    chat_template_ = ChatTemplate::FromModelDir(model.path());
+    chat_stops_ = chat_template_->StopTokenIds(tokenizer, model.generation_config().eos_token_ids,
+                                               model.config().eos_token_ids);
+  } catch (const Error&) {
+    chat_template_.reset();  // no known template: completions only
+  }
+}
+
+bool ChatFormat::thinks() const { return chat_template_ && chat_template_->kind() == ChatTemplateKind::kQwen3; }
+
+std::vector<int32_t> ChatFormat::RenderChat(const json& body) const {
+  if (!has_chat()) {
+    throw ApiError(400, "this model has no chat template tessera knows; use /v1/completions", "messages");
+  }
+  const json* tools = Field(body, "tools");
+  if (tools && !tools->is_array()) Bad("tools", "'tools' must be an array");
+  if (const json* choice = Field(body, "tool_choice")) {
+    const bool plain = choice->is_string() && (*choice == "none" || *choice == "auto");
+    if (!plain) Bad("tool_choice", "'tool_choice' other than \"none\" and \"auto\" needs constrained decoding, which tessera does not do");
+  }
+  try {
+    if (harmony_) {
+      if (tools && !tools->empty()) {
+        Bad("tools", "tools are not yet rendered for gpt-oss (harmony function declarations); send the request without tools");
+      }
+      return harmony_->RenderForCompletion(HarmonyConversation(body));
+    }
+    ChatOptions options;
+    if (tools && !tools->empty()) options.tools = nlohmann::ordered_json::parse(tools->dump());
+    if (const json* kwargs = Field(body, "chat_template_kwargs")) {
+      if (!kwargs->is_object()) Bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+      options.enable_thinking = Boolean(*kwargs, "enable_thinking", true);
+    }
+    const std::vector<ChatMessage> messages = TemplateConversation(body);
+    return chat_template_->RenderIds(*tokenizer_, messages, options);
+  } catch (const Error& e) {
+    Bad("messages", e.what());  // the template's own checks (alternation, tool call ids, UTF-8)
+  }
+}
+
+// ---- requests -----------------------------------------------------------------------------------
+
+CompletionRequest ParseCompletionRequest(const json& body, bool chat, const ChatFormat& format,
+                                         const SamplingParams& defaults) {
+  if (!body.is_object()) Bad("", StrCat("the request body must be a JSON object, not ", TypeName(body)));
+  CompletionRequest r;
+  r.chat = chat;
+  if (const json* model = Field(body, "model")) {
+    if (!model->is_string()) Bad("model", "'model' must be a string");
+    r.model = model->get<std::string>();
+  }
+  if (Integer(body, "n", 1, 1, 128) != 1) Bad("n", "'n' must be 1: tessera returns one choice per request");
+  if (const json* rf = Field(body, "response_format")) {
+    const json* type = rf->is_object() ? Field(*rf, "type") : nullptr;
+    if (!type || !type->is_string()) Bad("response_format", "'response_format' must be an object with a string 'type'");
+    if (*type != "text") {
+      Bad("response_format", StrCat("'response_format' '", type->get<std::string>(),
+                                    "' needs constrained decoding, which tessera does not do; only 'text' is served"));
+    }
+  }
+  if (Field(body, "logit_bias")) Bad("logit_bias", "'logit_bias' is not supported");
+  r.sampling = defaults;
+  r.sampling.temperature = static_cast<float>(Number(body, "temperature", defaults.temperature, 0.0, 2.0));
+  r.sampling.top_p = static_cast<float>(Number(body, "top_p", defaults.top_p, 0.0, 1.0));
+  if (r.sampling.top_p <= 0.0f) Bad("top_p", "'top_p' must be greater than 0");
+  r.sampling.top_k = Integer(body, "top_k", defaults.top_k, -1, 1 << 30);
+  if (r.sampling.top_k < 0) r.sampling.top_k = 0;  // vLLM: -1 = off
+  r.sampling.min_p = static_cast<float>(Number(body, "min_p", defaults.min_p, 0.0, 1.0));
+  if (Field(body, "seed")) {
+    r.sampling.seed = static_cast<uint64_t>(Integer(body, "seed", 0, INT64_MIN, INT64_MAX));
+    r.seeded = true;
+  }
+  const int64_t max_tokens = Integer(body, "max_tokens", chat ? -1 : 16, 0, INT32_MAX);
+  r.max_tokens = chat ? Integer(body, "max_completion_tokens", max_tokens, 0, INT32_MAX) : max_tokens;
+  if (const json* stop = Field(body, "stop")) {
+    if (stop->is_string()) {
+      r.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const json& s : *stop) {
+        if (!s.is_string()) Bad("stop", "'stop' must be a string or an array of strings");
+        r.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      Bad("stop", "'stop' must be a string or an array of strings");
+    }
+    if (r.stop.size() > 16) Bad("stop", "'stop' has more than 16 strings");
+    std::erase_if(r.stop, [](const std::string& s) { return s.empty(); });
+  }
+  r.stream = Boolean(body, "stream", false);
+  if (const json* so = Field(body, "stream_options")) {
+    if (!so->is_object()) Bad("stream_options", "'stream_options' must be an object");
+    if (!r.stream) Bad("stream_options", "'stream_options' is only allowed with 'stream': true");
+    r.include_usage = Boolean(*so, "include_usage", false);
+  }
+  if (chat) {
+    if (Boolean(body, "logprobs", false)) r.top_logprobs = static_cast<int>(Integer(body, "top_logprobs", 0, 0, 20));
+    else if (Field(body, "top_logprobs")) Bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    r.prompt = format.RenderChat(body);
+  } else {
+    if (Field(body, "logprobs")) r.top_logprobs = static_cast<int>(Integer(body, "logprobs", 0, 0, 5));
+    if (Boolean(body, "echo", false)) Bad("echo", "'echo' is not supported");
+    if (Field(body, "suffix")) Bad("suffix", "'suffix' is not supported");
+    if (Integer(body, "best_of", 1, 1, 128) != 1) Bad("best_of", "'best_of' must be 1");
+    const json* prompt = Field(body, "prompt");
+    if (!prompt) Bad("prompt", "'prompt' is required");
+    const int32_t vocab = format.tokenizer().vocab_size();
+    auto ids_of = [&](const json& list) {
+      std::vector<int32_t> ids;
+      for (const json& v : list) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab) {
+          Bad("prompt", StrCat("'prompt' token ids must be integers in [0, ", vocab, ")"));
+        }
+        ids.push_back(v.get<int32_t>());
+      }
+      return ids;
+    };
+    if (prompt->is_string()) {
+      try {
+        r.prompt = format.tokenizer().EncodeWithTemplate(prompt->get<std::string>());
+      } catch (const Error& e) {
+        Bad("prompt", e.what());
+      }
+    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
+      r.prompt = ids_of(*prompt);
+    } else if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
+      const json& one = (*prompt)[0];
+      if (one.is_string()) {
+        try {
+          r.prompt = format.tokenizer().EncodeWithTemplate(one.get<std::string>());
+        } catch (const Error& e) {
+          Bad("prompt", e.what());
+        }
+      } else {
+        r.prompt = ids_of(one);
+      }
+    } else if (prompt->is_array() && prompt->size() > 1) {
+      Bad("prompt", "'prompt' holds several prompts; send one per request");
+    } else {
+      Bad("prompt", "'prompt' must be a string, a list of token ids, or a list of one of those");
+    }
+    if (r.prompt.empty()) Bad("prompt", "'prompt' is empty");
+  }
+  return r;
+}
+
+// ---- replies ------------------------------------------------------------------------------------
+
+ReplyParser::ReplyParser(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens)
+    : format_(format), chat_(chat), stops_(std::move(stop_tokens)), decoder_(format.tokenizer()) {
+  if (chat_ && format.harmony()) harmony_ = std::make_unique<HarmonyParser>(*format.harmony_encoding());
+  if (chat_ && format.thinks()) think_ = std::make_unique<ThinkSplitter>(true);
+}
+
+ReplyParser::Piece ReplyParser::Add(int32_t token) {
+  Piece piece;
+  if (harmony_) {
+    for (const HarmonyDelta& d : harmony_->Process(token)) {
+      (d.part == HarmonyPart::kAnalysis ? piece.reasoning : piece.content) += d.text;
+    }
+    return piece;
+  }
+  const Tokenizer& tokenizer = format_.tokenizer();
+  if (std::find(stops_.begin(), stops_.end(), token) != stops_.end()) return piece;
+  if (!tokenizer.Contains(token) || tokenizer.IsSpecial(token)) return piece;  // skip_special_tokens
+  const std::string text = decoder_.Add(token);
+  if (think_) {
+    auto [reasoning, content] = think_->Add(text);
+    piece.reasoning = std::move(reasoning);
+    piece.content = std::move(content);
+  } else {
+    piece.content = text;
+  }
+  return piece;
+}
+
+ReplyParser::Piece ReplyParser::Finish() {
+  Piece piece;
+  if (harmony_) {
+    for (const HarmonyDelta& d : harmony_->Finish()) {
+      (d.part == HarmonyPart::kAnalysis ? piece.reasoning : piece.content) += d.text;
+    }
+    return piece;
+  }
+  const std::string rest = decoder_.Flush();
+  if (think_) {
+    auto [r1, c1] = think_->Add(rest);
+    auto [r2, c2] = think_->Finish();
+    piece.reasoning = r1 + r2;
+    piece.content = c1 + c2;
+  } else {
+    piece.content = rest;
+  }
+  return piece;
+}
+
+std::string StopStrings::Add(const std::string& text) {
+  if (stopped_) return {};
+  pending_ += text;
+  if (stops_.empty()) return std::exchange(pending_, {});
+  size_t first = std::string::npos;
+  for (const std::string& s : stops_) first = std::min(first, pending_.find(s));
+  if (first != std::string::npos) {
+    stopped_ = true;
+    std::string out = pending_.substr(0, first);
+    pending_.clear();
+    return out;
+  }
+  // Hold back the longest tail that begins some stop string.
+  size_t keep = 0;
+  for (const std::string& s : stops_) {
+    for (size_t n = std::min(pending_.size(), s.size() - 1); n > keep; --n) {
+      if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
+        keep = n;
+        break;
+      }
+    }
+  }
+  // Never split a UTF-8 character: move the cut back to a character boundary.
+  size_t cut = pending_.size() - keep;
+  while (cut > 0 && cut < pending_.size() && (static_cast<unsigned char>(pending_[cut]) & 0xC0) == 0x80) --cut;
+  std::string out = pending_.substr(0, cut);
+  pending_.erase(0, cut);
+  return out;
+}
+
+std::string StopStrings::Finish() { return stopped_ ? std::string() : std::exchange(pending_, {}); }
+
+json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob) {
+  std::string bytes = tokenizer.Contains(token) ? std::string(tokenizer.TokenBytes(token)) : std::string();
+  json byte_list = json::array();
+  for (unsigned char c : bytes) byte_list.push_back(static_cast<int>(c));
+  // The text of a token that is part of a UTF-8 character is shown with U+FFFD, as vLLM does.
+  std::string text = tokenizer.Contains(token) ? tokenizer.Decode(std::span<const int32_t>(&token, 1)) : std::string();
+  return {{"token", text}, {"logprob", logprob}, {"bytes", byte_list}};
+}
+
+ReplyState::ReplyState(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, std::vector<std::string> stop)
+    : parser_(format, chat, std::move(stop_tokens)), stop_(std::move(stop)) {}
+
+ReplyParser::Piece ReplyState::Filter(ReplyParser::Piece piece, bool last) {
+  if (stop_.stopped()) return {};
+  reasoning_ += piece.reasoning;
+  piece.content = stop_.Add(piece.content);
+  if (last && !stop_.stopped()) piece.content += stop_.Finish();
+  content_ += piece.content;
+  return piece;
+}
+
+ReplyParser::Piece ReplyState::Add(int32_t token) { return Filter(parser_.Add(token), false); }
+ReplyParser::Piece ReplyState::Finish() { return Filter(parser_.Finish(), true); }
+
+json ReplyState::LogprobsEntry(const Tokenizer& tokenizer, const TokenEvent& event, bool chat, int top) {
+  if (chat) {
+    json entry = TokenLogprobJson(tokenizer, event.token, event.chosen.logprob);
+    json alternatives = json::array();
+    for (const TokenLogprob& t : event.top) alternatives.push_back(TokenLogprobJson(tokenizer, t.token, t.logprob));
+    entry["top_logprobs"] = alternatives;
+    chat_logprobs_.push_back(entry);
+    return {{"content", json::array({entry})}};
+  }
+  const std::string text = TokenLogprobJson(tokenizer, event.token, 0.0f)["token"];
+  json alternatives = json::object();
+  for (const TokenLogprob& t : event.top) {
+    alternatives[TokenLogprobJson(tokenizer, t.token, 0.0f)["token"].get<std::string>()] = t.logprob;
+  }
+  const int64_t offset = static_cast<int64_t>(content_.size());
+  completion_logprobs_["tokens"].push_back(text);
+  completion_logprobs_["token_logprobs"].push_back(event.chosen.logprob);
+  completion_logprobs_["top_logprobs"].push_back(top > 0 ? alternatives : json(nullptr));
+  completion_logprobs_["text_offset"].push_back(offset);
+  return {{"tokens", {text}},
+          {"token_logprobs", {event.chosen.logprob}},
+          {"top_logprobs", {top > 0 ? alternatives : json(nullptr)}},
+          {"text_offset", {offset}}};
+}
+
+}  // namespace tessera

@@ -1,0 +1,170 @@
+// The OpenAI-compatible request and response shapes of `tessera serve` (serving.md §1–4), kept
+// apart from HTTP so that they can be tested without a socket.
+//
+//   ParseCompletionRequest   a /v1/chat/completions or /v1/completions body -> prompt ids,
+//                            sampling, limits, stop strings, streaming options; every bad field
+//                            is an ApiError (400, naming the field), never a crash
+//   ChatFormat               the model's chat format: harmony for gpt-oss (system message with
+//                            the reasoning effort, developer instructions from system/developer
+//                            messages, assistant reasoning as analysis, final answers), the
+//                            family chat templates otherwise (engine/chat_template.h)
+//   ReplyParser              generated ids -> reasoning and content text, UTF-8-safe pieces
+//                            (harmony's analysis channel / Qwen3's <think> block -> reasoning)
+//   StopStrings              `stop` strings on the content, holding back only what could still
+//                            begin one; the stop string itself is not returned
+//
+// Unknown fields are ignored (as vLLM does), except the ones that change what a reply means
+// and are not implemented, which are refused with 400 rather than silently dropped: n > 1,
+// response_format other than text, tools with gpt-oss (their harmony declarations are not
+// rendered yet), tool_choice other than none/auto, echo, suffix, best_of > 1, logit_bias.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/harmony.h"
+#include "engine/think_splitter.h"
+#include "engine/sampler.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+
+// An error answered with the OpenAI error object {"error": {message, type, param, code}}.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string message, std::string param = {}, std::string code = {});
+  int status() const { return status_; }
+  const std::string& param() const { return param_; }
+  const std::string& code() const { return code_; }
+  // invalid_request_error (4xx), authentication_error (401), not_found_error (404),
+  // rate_limit_error (429), server_error (5xx).
+  std::string type() const;
+  nlohmann::json Body() const;
+
+ private:
+  int status_;
+  std::string param_, code_;
+};
+
+class ChatFormat {
+ public:
+  // harmony for gpt-oss; otherwise the directory's chat template (a model without a known one
+  // serves /v1/completions only: chat requests get a 400 saying so).
+  ChatFormat(const Model& model, const Tokenizer& tokenizer);
+
+  bool harmony() const { return harmony_ != nullptr; }
+  bool has_chat() const { return harmony_ || chat_template_.has_value(); }
+  bool thinks() const;  // Qwen3: replies open with a <think> block
+  // The prompt ids of a chat request body's messages (with its reasoning_effort, tools,
+  // chat_template_kwargs). Throws ApiError 400 for malformed messages.
+  std::vector<int32_t> RenderChat(const nlohmann::json& body) const;
+  // Ids that end a reply: harmony's <|return|>, <|call|>, <|endoftext|>; the family's turn-end
+  // and EOS tokens; for /v1/completions without a template, config.json's EOS ids.
+  const std::vector<int32_t>& chat_stop_tokens() const { return chat_stops_; }
+  const std::vector<int32_t>& text_stop_tokens() const { return text_stops_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const HarmonyEncoding* harmony_encoding() const { return harmony_.get(); }
+
+ private:
+  const Tokenizer* tokenizer_;
+  std::unique_ptr<HarmonyEncoding> harmony_;
+  std::optional<ChatTemplate> chat_template_;
+  std::vector<int32_t> chat_stops_, text_stops_;
+};
+
+struct CompletionRequest {
+  bool chat = true;
+  std::string model;
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  bool seeded = false;          // a seed was given (else the server draws one)
+  int64_t max_tokens = -1;      // < 0: until a stop token or the end of the context
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+  int top_logprobs = -1;        // < 0: no logprobs
+};
+
+// `body` must be a JSON object. `default_max_tokens` applies when the body gives none (OpenAI's
+// completions default is 16; chat: until the end of the context, -1).
+CompletionRequest ParseCompletionRequest(const nlohmann::json& body, bool chat, const ChatFormat& format,
+                                         const SamplingParams& defaults);
+
+// Generated ids -> reply text, split into reasoning and content.
+class ReplyParser {
+ public:
+  struct Piece {
+    std::string reasoning, content;
+    bool empty() const { return reasoning.empty() && content.empty(); }
+  };
+  // chat false: plain text (completions); stop tokens produce no text.
+  ReplyParser(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens);
+  Piece Add(int32_t token);
+  Piece Finish();
+
+ private:
+  const ChatFormat& format_;
+  bool chat_;
+  std::vector<int32_t> stops_;
+  IncrementalDecoder decoder_;
+  std::unique_ptr<HarmonyParser> harmony_;
+  std::unique_ptr<ThinkSplitter> think_;
+};
+
+// Finds the first of `stops` in streamed text. Add returns the text that is safe to send; once
+// a stop string is seen, stopped() holds and everything from it on is dropped.
+class StopStrings {
+ public:
+  explicit StopStrings(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  std::string Add(const std::string& text);
+  std::string Finish();  // what was held back (no stop string completed)
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string pending_;
+  bool stopped_ = false;
+};
+
+// The token's text as the logprobs objects show it, and its UTF-8 bytes.
+nlohmann::json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob);
+
+struct TokenEvent;
+
+// One reply as it is written: the parser, the stop strings on its content, the text and the
+// log-probabilities so far.
+class ReplyState {
+ public:
+  ReplyState(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, std::vector<std::string> stop);
+  // The new text of one token, after the stop strings (nothing once one was seen).
+  ReplyParser::Piece Add(int32_t token);
+  ReplyParser::Piece Finish();
+  bool stopped() const { return stop_.stopped(); }
+  const std::string& content() const { return content_; }
+  const std::string& reasoning() const { return reasoning_; }
+  // The logprobs of one token, kept for the whole reply and returned as a streamed chunk shows
+  // it: chat {"content": [entry]}, completions {tokens, token_logprobs, top_logprobs, text_offset}.
+  nlohmann::json LogprobsEntry(const Tokenizer& tokenizer, const TokenEvent& event, bool chat, int top);
+  const nlohmann::json& chat_logprobs() const { return chat_logprobs_; }
+  const nlohmann::json& completion_logprobs() const { return completion_logprobs_; }
+
+ private:
+  ReplyParser::Piece Filter(ReplyParser::Piece piece, bool last);
+  ReplyParser parser_;
+  StopStrings stop_;
+  std::string content_, reasoning_;
+  nlohmann::json chat_logprobs_ = nlohmann::json::array();
+  nlohmann::json completion_logprobs_ = {{"tokens", nlohmann::json::array()},
+                                         {"token_logprobs", nlohmann::json::array()},
+                                         {"top_logprobs", nlohmann::json::array()},
+                                         {"text_offset", nlohmann::json::array()}};
+};
+
+}  // namespace tessera

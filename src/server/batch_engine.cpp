@@ -255,7 +255,7 @@ void BatchEngine::Loop() {
       for (auto& seq : waiting_) Finish(*seq, FinishReason::kCancelled);
       running_.clear();
       waiting_.clear();
-      stats_.running = stats_.waiting = 0;
+      UpdateGauges();
       return;
     }
     Step(lock);
@@ -276,8 +276,7 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   std::erase_if(waiting_, cancelled);
   // 2. Admission.
   Admit();
-  stats_.running = static_cast<int64_t>(running_.size());
-  stats_.waiting = static_cast<int64_t>(waiting_.size());
+  UpdateGauges();
   if (running_.empty()) return;
 
   // 3. The batch: decodes first, then prompt chunks within the budget.
@@ -378,6 +377,11 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
     if (ends[i] != FinishReason::kNone) Finish(seq, ends[i], errors[i]);
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->slot == nullptr; });
+  UpdateGauges();
+}
+
+// Called with mutex_ held.
+void BatchEngine::UpdateGauges() {
   stats_.running = static_cast<int64_t>(running_.size());
   stats_.waiting = static_cast<int64_t>(waiting_.size());
   int64_t positions = 0;

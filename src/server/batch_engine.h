@@ -141,6 +141,7 @@ class BatchEngine {
   void Step(std::unique_lock<std::mutex>& lock);
   void Admit();
   void Finish(Sequence& seq, FinishReason reason, const std::string& error = {});
+  void UpdateGauges();
 
   const Model& model_;
   BatchEngineOptions options_;

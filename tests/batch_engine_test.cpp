@@ -1,0 +1,193 @@
+// The continuous-batching engine (server/batch_engine.h): every reply equals the one Generator
+// gives the same request alone (greedy and seeded sampling, prompts prefilled in chunks beside
+// running decodes), cancellation frees the slot, a full queue refuses, bad requests are one-line
+// errors, and a slot's cached prefix is reused. serving.md §7.
+#include "server/batch_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
+#include "engine/generator.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+namespace {
+
+const std::string kLlama = std::string(TESSERA_SOURCE_DIR) + "/models/tiny-llama";
+
+std::vector<int32_t> Collect(RequestHandle& handle) {
+  std::vector<int32_t> tokens;
+  std::vector<TokenEvent> events;
+  while (!handle.done() || handle.Wait(events, std::chrono::milliseconds(0))) {
+    handle.Wait(events, std::chrono::milliseconds(20));
+    for (const TokenEvent& e : events) tokens.push_back(e.token);
+    events.clear();
+  }
+  return tokens;
+}
+
+struct Case {
+  std::string text;
+  float temperature;
+  uint64_t seed;
+  int64_t max_tokens;
+};
+
+TEST(BatchEngine, RepliesEqualTheSameRequestsRunAlone) {
+  const auto model = Model::Load(kLlama);
+  const Tokenizer tokenizer = Tokenizer::FromModelDir(kLlama);
+  const std::vector<int32_t> eos = {static_cast<int32_t>(model->config().eos_token_ids.at(0))};
+  const std::vector<Case> cases = {{"Once upon a time", 0.0f, 1, 24},
+                                   {"The little dog ran to the park and", 0.8f, 7, 30},
+                                   {"A", 1.0f, 3, 17},
+                                   {"She said that the weather was going to be cold, so she took her coat and", 0.7f, 11, 20},
+                                   {"Tom", 0.0f, 5, 9},
+                                   {"In the morning the birds sang", 1.2f, 2, 26}};
+  BatchEngineOptions options;
+  options.slots = 3;         // fewer slots than requests: some wait, then reuse a freed slot
+  options.context = 256;
+  options.token_budget = 7;  // prompts arrive in chunks beside running decodes
+  BatchEngine engine(*model, options);
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (const Case& c : cases) {
+    EngineRequest r;
+    r.prompt = tokenizer.EncodeWithTemplate(c.text);
+    r.sampling.temperature = c.temperature;
+    r.sampling.seed = c.seed;
+    r.max_tokens = c.max_tokens;
+    r.stop_tokens = eos;
+    handles.push_back(engine.Submit(r));
+    ASSERT_NE(handles.back(), nullptr);
+  }
+  Generator solo(*model, options.context, KvType::kF32);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].text);
+    const std::vector<int32_t> batched = Collect(*handles[i]);
+    SamplingParams p;
+    p.temperature = cases[i].temperature;
+    p.seed = cases[i].seed;
+    Sampler sampler(p);
+    StopCondition stop(eos, cases[i].max_tokens);
+    solo.Reset();
+    const GenerationResult alone = solo.Generate(tokenizer.EncodeWithTemplate(cases[i].text), sampler, stop);
+    EXPECT_EQ(batched, alone.tokens);
+    EXPECT_EQ(handles[i]->finish_reason(),
+              alone.reason == StopCondition::Reason::kStopToken ? FinishReason::kStop : FinishReason::kLength);
+    EXPECT_EQ(handles[i]->generated_tokens(), static_cast<int64_t>(alone.tokens.size()));
+  }
+  const BatchEngineStats s = engine.stats();
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.waiting, 0);
+  EXPECT_EQ(s.requests_finished, static_cast<int64_t>(cases.size()));
+  // Batching happened: fewer steps than tokens run one sequence at a time would need.
+  EXPECT_LT(s.steps, s.decode_tokens_run + s.prefill_tokens_run);
+}
+
+TEST(BatchEngine, CancelFreesTheSlotAndAFullQueueRefuses) {
+  const auto model = Model::Load(kLlama);
+  BatchEngineOptions options;
+  options.slots = 1;
+  options.context = 512;
+  options.max_waiting = 1;
+  BatchEngine engine(*model, options);
+  EngineRequest r;
+  r.prompt = {1, 2, 3, 4};
+  r.sampling.temperature = 0.0f;
+  auto first = engine.Submit(r);
+  ASSERT_NE(first, nullptr);
+  std::vector<TokenEvent> events;
+  while (events.empty()) first->Wait(events, std::chrono::milliseconds(50));  // running now
+  auto second = engine.Submit(r);  // waits for the slot
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(engine.Submit(r), nullptr) << "a third request must be refused: one slot, one queue place";
+  EXPECT_EQ(engine.stats().requests_rejected, 1);
+  first->Cancel();
+  second->Cancel();
+  Collect(*first);
+  Collect(*second);
+  EXPECT_EQ(first->finish_reason(), FinishReason::kCancelled);
+  EXPECT_EQ(second->finish_reason(), FinishReason::kCancelled);
+  const BatchEngineStats s = engine.stats();
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.waiting, 0);
+  EXPECT_EQ(s.kv_positions, 0);
+  EXPECT_EQ(s.requests_cancelled, 2);
+  // The slot serves again.
+  r.max_tokens = 3;
+  auto third = engine.Submit(r);
+  ASSERT_NE(third, nullptr);
+  EXPECT_EQ(Collect(*third).size(), 3u);
+  EXPECT_EQ(third->finish_reason(), FinishReason::kLength);
+}
+
+TEST(BatchEngine, ReusesASlotsCachedPrefixAndShutsDownCleanly) {
+  const auto model = Model::Load(kLlama);
+  BatchEngineOptions options;
+  options.slots = 2;
+  options.context = 256;
+  BatchEngine engine(*model, options);
+  EngineRequest r;
+  r.prompt = {5, 6, 7, 8, 9, 10, 11, 12};
+  r.sampling.temperature = 0.0f;
+  r.max_tokens = 4;
+  auto a = engine.Submit(r);
+  const std::vector<int32_t> reply = Collect(*a);
+  EXPECT_EQ(a->cached_tokens(), 0);
+  // The follow-up turn: the old prompt, the reply, and more.
+  EngineRequest follow = r;
+  follow.prompt.insert(follow.prompt.end(), reply.begin(), reply.end());
+  follow.prompt.push_back(13);
+  auto b = engine.Submit(follow);
+  const std::vector<int32_t> second = Collect(*b);
+  // The last reply token was never fed back, so the cache holds prompt + reply - 1 positions.
+  EXPECT_EQ(b->cached_tokens(), static_cast<int64_t>(r.prompt.size() + reply.size() - 1));
+  Generator solo(*model, options.context, KvType::kF32);
+  Sampler greedy(r.sampling);
+  StopCondition stop({}, 4);
+  EXPECT_EQ(second, solo.Generate(follow.prompt, greedy, stop).tokens);
+  EXPECT_EQ(engine.stats().cached_prompt_tokens, b->cached_tokens());
+  // Shutdown cancels what is still running.
+  EngineRequest endless = r;
+  endless.max_tokens = -1;
+  auto c = engine.Submit(endless);
+  std::vector<TokenEvent> events;
+  while (events.empty()) c->Wait(events, std::chrono::milliseconds(50));
+  engine.Shutdown();
+  EXPECT_TRUE(c->done());
+  EXPECT_EQ(c->finish_reason(), FinishReason::kCancelled);
+  EXPECT_EQ(engine.Submit(r), nullptr);
+}
+
+TEST(BatchEngine, BadRequestsAreOneLineErrors) {
+  const auto model = Model::Load(kLlama);
+  BatchEngineOptions options;
+  options.slots = 1;
+  options.context = 16;
+  BatchEngine engine(*model, options);
+  auto error_of = [&](EngineRequest r) {
+    try {
+      engine.Submit(std::move(r));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of({}), "the prompt is empty");
+  EngineRequest long_prompt;
+  long_prompt.prompt.assign(16, 1);
+  EXPECT_NE(error_of(long_prompt).find("the prompt has 16 tokens; the context of 16 leaves no room"), std::string::npos);
+  EngineRequest bad_id;
+  bad_id.prompt = {1, static_cast<int32_t>(model->config().vocab_size)};
+  EXPECT_NE(error_of(bad_id).find("lies outside the vocabulary"), std::string::npos);
+  EngineRequest bad_sampling;
+  bad_sampling.prompt = {1};
+  bad_sampling.sampling.top_p = 2.0f;
+  EXPECT_NE(error_of(bad_sampling).find("top_p"), std::string::npos);
+  EXPECT_THROW(BatchEngine(*model, BatchEngineOptions{.slots = 0}), Error);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# `tessera serve` over loopback with curl (serving.md §3, §4, §8): the routes, non-streaming and
+# SSE replies (role chunk first, usage chunk with no choices, [DONE]), the OpenAI error object for
+# bad requests (400, 404, 413, 401), concurrent requests batched with no sequence left running,
+# a client that disconnects mid-stream, and SIGTERM ending the process with exit 0.
+# Usage: serve.sh <tessera-binary> <source-dir>
+set -u
+source "$(dirname "$0")/lib/common.bash" "$@"
+command -v curl >/dev/null || { echo "serve: SKIP: curl is not installed (scripts/setup.sh installs it)"; exit 0; }
+
+# start_server NAME ARGS...: runs the server on a free port; sets URL and PID.
+start_server() {
+  local name="$1"
+  shift
+  "$BIN" serve --port 0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  PID=$!
+  for _ in $(seq 300); do
+    grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null && break
+    kill -0 "$PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  URL=$(sed -n 's/^listening on //p' "$WORK/$name.out")
+  [ -n "$URL" ] || { fail "$name: server did not start: $(cat "$WORK/$name.err")"; finish serve; }
+}
+# post PATH JSON: status in $WORK/code, body in $WORK/body.
+post() {
+  curl -s -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' "$URL$1" -d "$2" >"$WORK/code"
+}
+expect_status() {  # NAME STATUS [TEXT]
+  [ "$(cat "$WORK/code")" = "$2" ] || fail "$1: status $(cat "$WORK/code"), expected $2: $(head -c 400 "$WORK/body")"
+  grep -q '"error":{' "$WORK/body" || [ "$2" = 200 ] || fail "$1: no error object: $(head -c 400 "$WORK/body")"
+  [ $# -lt 3 ] || grep -qF -- "$3" "$WORK/body" || fail "$1: body lacks '$3': $(head -c 400 "$WORK/body")"
+}
+metric() { curl -s "$URL/metrics" | sed -n "s/^tessera:$1 //p"; }
+
+start_server gptoss -m "$SRC/models/tiny-gpt-oss" --parallel 4 -c 4096
+grep -q '127.0.0.1' <<<"$URL" || fail "default bind is not 127.0.0.1: $URL"
+
+curl -s "$URL/health" | grep -q '"status":"ok"' || fail "health"
+curl -s "$URL/v1/models" | grep -q '"id":"tiny-gpt-oss"' || fail "models: $(curl -s "$URL/v1/models")"
+curl -s "$URL/" | grep -q '<title>tessera chat</title>' || fail "chat page"
+
+post /v1/chat/completions '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"seed":3,"reasoning_effort":"low"}'
+expect_status "chat" 200 '"object":"chat.completion"'
+grep -q '"finish_reason":"length"' "$WORK/body" || fail "chat: finish_reason: $(cat "$WORK/body")"
+grep -q '"completion_tokens":8' "$WORK/body" || fail "chat: usage: $(cat "$WORK/body")"
+# The same seed gives the same reply, the second time from the slot's cached prompt.
+content() { sed 's/.*"message":\({[^}]*}\).*/\1/' "$WORK/body"; }
+first=$(content)
+post /v1/chat/completions '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"seed":3,"reasoning_effort":"low"}'
+[ "$first" = "$(content)" ] || fail "seeded chat replies differ: $first / $(content)"
+grep -q '"cached_tokens":[1-9]' "$WORK/body" || fail "the repeated prompt was not served from the cache: $(cat "$WORK/body")"
+
+curl -sN -H 'Content-Type: application/json' "$URL/v1/chat/completions" \
+  -d '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":6,"stream":true,"stream_options":{"include_usage":true}}' >"$WORK/sse"
+head -1 "$WORK/sse" | grep -q '"delta":{"content":"","role":"assistant"}' || fail "sse: first chunk: $(head -1 "$WORK/sse")"
+grep -q '"finish_reason":"length"' "$WORK/sse" || fail "sse: no finish chunk"
+grep -q '"choices":\[\],.*"usage":{"completion_tokens":6' "$WORK/sse" || fail "sse: no usage chunk: $(tail -5 "$WORK/sse")"
+[ "$(grep -v '^$' "$WORK/sse" | tail -1)" = "data: [DONE]" ] || fail "sse: does not end with [DONE]"
+grep -v '^$' "$WORK/sse" | grep -qv '^data: ' && fail "sse: a line that is not a data event"
+
+post /v1/completions '{"prompt":"def f(x):","max_tokens":5,"temperature":0,"logprobs":2}'
+expect_status "completions" 200 '"object":"text_completion"'
+grep -q '"token_logprobs":\[' "$WORK/body" || fail "completions: no logprobs: $(cat "$WORK/body")"
+post /v1/completions '{"prompt":"def f(x):","max_tokens":40,"temperature":0}'
+text=$(sed 's/.*"text":"\([^"]*\)".*/\1/' "$WORK/body")
+stop=${text:6:3}
+post /v1/completions "{\"prompt\":\"def f(x):\",\"max_tokens\":40,\"temperature\":0,\"stop\":[\"$stop\"]}"
+grep -q '"finish_reason":"stop"' "$WORK/body" || fail "stop string: $(cat "$WORK/body")"
+grep -qF "$stop" <<<"$(sed 's/.*"text":"\([^"]*\)".*/\1/' "$WORK/body")" && fail "stop string returned in the text"
+
+# Errors: the OpenAI error object with the right status.
+post /v1/chat/completions '{not json'
+expect_status "bad json" 400 "not valid JSON"
+post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}'
+expect_status "wrong type" 400 "'temperature' must be a number"
+post /v1/chat/completions '{"messages":[]}'
+expect_status "no messages" 400 "'messages' must be a non-empty array"
+post /v1/chat/completions '{"model":"gpt-4o","messages":[{"role":"user","content":"x"}]}'
+expect_status "unknown model" 404 "model_not_found"
+post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}'
+expect_status "json mode" 400 "constrained decoding"
+post /v1/completions "{\"prompt\":\"$(printf 'word %.0s' $(seq 5000))\"}"
+expect_status "prompt beyond the context" 400 "context_length_exceeded"
+printf '{"prompt":"\xff"}' >"$WORK/bad.json"
+curl -s -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' "$URL/v1/completions" --data-binary @"$WORK/bad.json" >"$WORK/code"
+expect_status "invalid UTF-8" 400 "not valid UTF-8"
+head -c $((17 << 20)) /dev/zero >"$WORK/big"
+curl -s -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' "$URL/v1/completions" --data-binary @"$WORK/big" >"$WORK/code"
+expect_status "oversize body" 413 "larger than the server accepts"
+curl -s -o "$WORK/body" -w '%{http_code}' "$URL/v1/nope" >"$WORK/code"
+expect_status "unknown route" 404 "no route GET /v1/nope"
+
+# 16 concurrent requests on 4 slots: all answered, all batched, nothing left running.
+pids=()
+for i in $(seq 16); do
+  curl -s -o "$WORK/c$i" -w '%{http_code}' -H 'Content-Type: application/json' "$URL/v1/completions" \
+    -d "{\"prompt\":\"Story $i\",\"max_tokens\":24,\"seed\":$i}" >"$WORK/c$i.code" &
+  pids+=($!)
+done
+wait "${pids[@]}"
+for i in $(seq 16); do
+  [ "$(cat "$WORK/c$i.code")" = 200 ] || fail "concurrent request $i: $(cat "$WORK/c$i.code") $(cat "$WORK/c$i")"
+done
+# A client that leaves mid-stream: its sequence is cancelled and freed.
+timeout 1 curl -sN -H 'Content-Type: application/json' "$URL/v1/completions" \
+  -d '{"prompt":"Go on","max_tokens":100000,"stream":true}' >/dev/null
+for _ in $(seq 50); do [ "$(metric num_requests_running)" = 0 ] && break; sleep 0.1; done
+[ "$(metric num_requests_running)" = 0 ] || fail "sequences still running after the load: $(metric num_requests_running)"
+[ "$(metric request_cancelled_total)" -ge 1 ] || fail "the disconnected stream was not cancelled"
+steps=$(metric engine_steps_total)
+tokens=$(metric generation_tokens_total)
+[ "$steps" -lt "$tokens" ] || fail "no batching: $steps steps for $tokens tokens"
+
+# SIGTERM mid-stream: the stream ends with an error event and [DONE]; the server exits 0.
+curl -sN -H 'Content-Type: application/json' "$URL/v1/completions" \
+  -d '{"prompt":"Go on","max_tokens":100000,"stream":true}' >"$WORK/term" &
+curl_pid=$!
+sleep 0.5
+kill -TERM "$PID"
+wait "$PID"
+rc=$?
+wait "$curl_pid"
+[ "$rc" -eq 0 ] || fail "SIGTERM: exit $rc: $(cat "$WORK/gptoss.err")"
+grep -q 'data: {"error":' "$WORK/term" || fail "SIGTERM: the stream has no error event: $(tail -c 300 "$WORK/term")"
+[ "$(grep -v '^$' "$WORK/term" | tail -1)" = "data: [DONE]" ] || fail "SIGTERM: the stream does not end with [DONE]"
+
+# --api-key: every route but /health needs the Bearer key.
+start_server keyed -m "$SRC/models/tiny-llama" --api-key sesame --parallel 1 -c 128
+curl -s "$URL/health" | grep -q '"status":"ok"' || fail "keyed: health needs no key"
+curl -s -o "$WORK/body" -w '%{http_code}' "$URL/v1/models" >"$WORK/code"
+expect_status "no key" 401 "needs an API key"
+curl -s -o "$WORK/body" -w '%{http_code}' -H 'Authorization: Bearer wrong' "$URL/v1/models" >"$WORK/code"
+expect_status "wrong key" 401 "invalid API key"
+curl -s -o "$WORK/body" -w '%{http_code}' -H 'Authorization: Bearer sesame' "$URL/v1/models" >"$WORK/code"
+expect_status "right key" 200
+post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}]}'
+expect_status "keyed chat without a key" 401
+kill -TERM "$PID"
+wait "$PID" || fail "keyed server: exit $?"
+
+run_err "serve: bad port" "--port 70000 must lie in [0, 65535]" "$BIN" serve -m "$SRC/models/tiny-llama" --port 70000
+finish serve

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Drives a running `tessera serve` with the official OpenAI Python client (issue 17 point 6).
+
+Checks what a client sees: a chat reply, a streamed chat reply with the usage chunk, a
+completion with logprobs, the SDK's exception classes for bad requests (400), an unknown model
+(404) and a missing API key (401, with --api-key), and a bounded load test (N requests at
+concurrency C) that must end with no error and no sequence left running (/metrics).
+
+Usage: serve_client_check.py BASE_URL [--api-key KEY] [--requests 200] [--concurrency 16]
+"""
+import argparse
+import concurrent.futures
+import sys
+import urllib.request
+
+import openai
+
+
+def metric(base, name, key):
+    req = urllib.request.Request(base + "/metrics", headers={"Authorization": f"Bearer {key}"} if key else {})
+    for line in urllib.request.urlopen(req).read().decode().splitlines():
+        if line.startswith(f"tessera:{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"/metrics has no tessera:{name}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("base")
+    ap.add_argument("--api-key", default="")
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--concurrency", type=int, default=16)
+    a = ap.parse_args()
+    client = openai.OpenAI(base_url=a.base + "/v1", api_key=a.api_key or "none", max_retries=0, timeout=120)
+    model = client.models.list().data[0].id
+
+    chat = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hello"}],
+                                          max_tokens=8, seed=1, temperature=0.7)
+    assert chat.object == "chat.completion", chat
+    assert chat.choices[0].message.role == "assistant"
+    assert chat.choices[0].finish_reason in ("stop", "length"), chat
+    assert chat.usage.completion_tokens == 8 or chat.choices[0].finish_reason == "stop", chat.usage
+
+    text, usage, finish = "", None, None
+    stream = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hello"}],
+                                            max_tokens=8, seed=1, temperature=0.7, stream=True,
+                                            stream_options={"include_usage": True})
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            finish = choice.finish_reason or finish
+    assert usage and usage.completion_tokens == chat.usage.completion_tokens, usage
+    assert finish == chat.choices[0].finish_reason
+    assert text == (chat.choices[0].message.content or ""), (text, chat.choices[0].message.content)
+
+    done = client.completions.create(model=model, prompt="def f(x):", max_tokens=6, temperature=0, logprobs=2)
+    assert done.object == "text_completion" and done.choices[0].logprobs.token_logprobs, done
+
+    try:
+        client.chat.completions.create(model=model, messages=[], max_tokens=4)
+        raise AssertionError("empty messages accepted")
+    except openai.BadRequestError as e:
+        assert "messages" in str(e), e
+    try:
+        client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}])
+        raise AssertionError("unknown model accepted")
+    except openai.NotFoundError:
+        pass
+    if a.api_key:
+        try:
+            openai.OpenAI(base_url=a.base + "/v1", api_key="wrong", max_retries=0).models.list()
+            raise AssertionError("wrong key accepted")
+        except openai.AuthenticationError:
+            pass
+
+    def one(i):
+        r = client.completions.create(model=model, prompt=f"Request {i}:", max_tokens=8 + i % 9, seed=i)
+        return r.usage.completion_tokens
+
+    with concurrent.futures.ThreadPoolExecutor(a.concurrency) as pool:
+        tokens = sum(pool.map(one, range(a.requests)))
+    running = metric(a.base, "num_requests_running", a.api_key)
+    waiting = metric(a.base, "num_requests_waiting", a.api_key)
+    assert running == 0 and waiting == 0, (running, waiting)
+    print(f"openai {openai.__version__}: chat, stream, completions, errors and {a.requests} requests at "
+          f"concurrency {a.concurrency} ({tokens} tokens) passed; nothing left running")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e!r}", file=sys.stderr)
+        sys.exit(1)

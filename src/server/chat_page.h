@@ -1,6 +1,8 @@
 // The chat page `GET /` serves: one self-contained HTML document (no external assets) that
 // keeps the conversation in the browser, sends it to /v1/chat/completions with stream: true,
-// and shows the streamed reasoning (reasoning_content) apart from the answer.
+// and shows the streamed reasoning (reasoning_content) apart from the answer. `/?q=TEXT` sends
+// TEXT as the first message on load (a link that opens a conversation; the headless-browser test
+// uses it); body[data-state] is "streaming" while a reply arrives and "done" after it.
 #pragma once
 
 #include <string_view>
@@ -42,6 +44,7 @@ form.addEventListener('submit', async (event) => {
   history.push({role: 'user', content: text});
   const out = bubble('assistant');
   let answer = '';
+  document.body.dataset.state = 'streaming';
   try {
     const res = await fetch('/v1/chat/completions', {method: 'POST', headers: {'Content-Type': 'application/json'},
       body: JSON.stringify({messages: history, stream: true})});
@@ -69,7 +72,10 @@ form.addEventListener('submit', async (event) => {
   } catch (e) {
     out.content.classList.add('error'); out.content.textContent = 'error: ' + e.message;
   }
+  document.body.dataset.state = 'done';
 });
+const first = new URLSearchParams(location.search).get('q');
+if (first) { input.value = first; form.requestSubmit(); }
 </script></body></html>
 )html";
 

@@ -1,0 +1,140 @@
+// The OpenAI request/response shapes of `tessera serve` (server/openai_api.h), without a socket:
+// field errors are 400s naming the field (serving.md §1, §4), the gpt-oss chat mapping renders
+// what harmony renders for the same conversation (serving.md §6), and replies split reasoning
+// from content and honour stop strings (§3).
+#include "server/openai_api.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+
+using nlohmann::json;
+
+const std::string kGptOss = std::string(TESSERA_SOURCE_DIR) + "/models/tiny-gpt-oss";
+
+struct Fixture {
+  std::unique_ptr<Model> model = Model::Load(kGptOss);
+  Tokenizer tokenizer = Tokenizer::FromModelDir(kGptOss);
+  ChatFormat format{*model, tokenizer};
+};
+Fixture& Shared() {
+  static Fixture f;
+  return f;
+}
+
+// The ApiError a body gives: "status param: message".
+std::string ErrorOf(const json& body, bool chat = true) {
+  try {
+    ParseCompletionRequest(body, chat, Shared().format, SamplingParams{});
+  } catch (const ApiError& e) {
+    return StrCat(e.status(), " ", e.param(), ": ", e.what());
+  }
+  return "no error";
+}
+
+const json kHello = json::array({{{"role", "user"}, {"content", "Hello"}}});
+
+TEST(OpenAiApi, BadFieldsAre400sNamingTheField) {
+  EXPECT_EQ(ErrorOf(json::array()), "400 : the request body must be a JSON object, not an array");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"n", 2}}), "400 n: 'n' must be 1: tessera returns one choice per request");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"temperature", "hot"}}),
+            "400 temperature: 'temperature' must be a number, not a string");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"temperature", 3}}), "400 temperature: 'temperature' 3 must lie in [0, 2]");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"top_p", 0}}), "400 top_p: 'top_p' must be greater than 0");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"max_tokens", 1.5}}), "400 max_tokens: 'max_tokens' must be an integer, not a number");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"stream_options", {{"include_usage", true}}}}),
+            "400 stream_options: 'stream_options' is only allowed with 'stream': true");
+  EXPECT_NE(ErrorOf({{"messages", kHello}, {"response_format", {{"type", "json_object"}}}}).find("constrained decoding"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"top_logprobs", 3}}), "400 top_logprobs: 'top_logprobs' needs 'logprobs': true");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"stop", 5}}), "400 stop: 'stop' must be a string or an array of strings");
+  EXPECT_EQ(ErrorOf({{"messages", "hi"}}), "400 messages: 'messages' must be a non-empty array");
+  EXPECT_EQ(ErrorOf({{"messages", json::array({{{"content", "x"}}})}}), "400 messages: 'messages[0].role' must be a string");
+  EXPECT_EQ(ErrorOf({{"messages", json::array({{{"role", "robot"}, {"content", "x"}}})}}),
+            "400 messages: 'messages[0].role' 'robot' is not one of system, developer, user, assistant, tool");
+  EXPECT_EQ(ErrorOf({{"messages", json::array({{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}})}}),
+            "400 messages[0].content: 'messages[0].content[0]' is a 'image_url' part; this model reads text only");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"reasoning_effort", "none"}}),
+            "400 reasoning_effort: 'reasoning_effort' 'none' is not supported by gpt-oss (low, medium, high)");
+  EXPECT_NE(ErrorOf({{"messages", kHello}, {"tools", json::array({{{"type", "function"}}})}}).find("not yet rendered"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf({{"messages", json::array({{{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "18"}}})}}),
+            "400 messages: 'messages[0]' answers tool call 'c1', which no earlier assistant message made");
+  // Completions.
+  EXPECT_EQ(ErrorOf(json::object(), false), "400 prompt: 'prompt' is required");
+  EXPECT_EQ(ErrorOf({{"prompt", {"a", "b"}}}, false), "400 prompt: 'prompt' holds several prompts; send one per request");
+  EXPECT_EQ(ErrorOf({{"prompt", {1, -2}}}, false), "400 prompt: 'prompt' token ids must be integers in [0, 4096)");
+  EXPECT_EQ(ErrorOf({{"prompt", "x"}, {"logprobs", 9}}, false), "400 logprobs: 'logprobs' 9 must lie in [0, 5]");
+  EXPECT_EQ(ErrorOf({{"prompt", "x"}, {"echo", true}}, false), "400 echo: 'echo' is not supported");
+}
+
+TEST(OpenAiApi, LimitsDefaultsAndUnknownFields) {
+  const ChatFormat& f = Shared().format;
+  const SamplingParams defaults{.temperature = 0.5f, .top_k = 7};
+  CompletionRequest chat = ParseCompletionRequest({{"messages", kHello}, {"user", "x"}, {"store", false}}, true, f, defaults);
+  EXPECT_EQ(chat.max_tokens, -1);  // chat: until a stop token or the context
+  EXPECT_EQ(chat.sampling.temperature, 0.5f);
+  EXPECT_EQ(chat.sampling.top_k, 7);
+  EXPECT_FALSE(chat.seeded);
+  chat = ParseCompletionRequest({{"messages", kHello}, {"max_tokens", 9}, {"max_completion_tokens", 5}, {"seed", 4},
+                                 {"stop", "END"}, {"stream", true}, {"stream_options", {{"include_usage", true}}}},
+                                true, f, defaults);
+  EXPECT_EQ(chat.max_tokens, 5);
+  EXPECT_TRUE(chat.seeded);
+  EXPECT_EQ(chat.sampling.seed, 4u);
+  EXPECT_EQ(chat.stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(chat.include_usage);
+  const CompletionRequest text = ParseCompletionRequest({{"prompt", {5, 6, 7}}}, false, f, defaults);
+  EXPECT_EQ(text.max_tokens, 16);  // OpenAI's completions default
+  EXPECT_EQ(text.prompt, (std::vector<int32_t>{5, 6, 7}));
+}
+
+TEST(OpenAiApi, GptOssChatRendersAsHarmony) {
+  const Fixture& fx = Shared();
+  const json body = {{"reasoning_effort", "low"},
+                     {"messages", json::array({{{"role", "system"}, {"content", "Be brief."}},
+                                               {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Hi"}}}}},
+                                               {{"role", "assistant"}, {"reasoning_content", "Greet."}, {"content", "Hello!"}},
+                                               {{"role", "user"}, {"content", "Weather?"}}})}};
+  SystemContent system;
+  system.reasoning_effort = ReasoningEffort::kLow;
+  const std::vector<Message> expected = {Message::System(system), Message::Developer("Be brief."), Message::User("Hi"),
+                                         Message::Assistant("analysis", "Greet."), Message::Assistant("final", "Hello!"),
+                                         Message::User("Weather?")};
+  EXPECT_EQ(fx.format.RenderChat(body), fx.format.harmony_encoding()->RenderForCompletion(expected));
+}
+
+TEST(OpenAiApi, RepliesSplitReasoningAndHonourStopStrings) {
+  const Fixture& fx = Shared();
+  const std::vector<int32_t> ids = fx.tokenizer.Encode(
+      "<|channel|>analysis<|message|>Think first.<|end|><|start|>assistant<|channel|>final<|message|>The answer is 42. "
+      "END here<|return|>");
+  ReplyState reply(fx.format, true, fx.format.chat_stop_tokens(), {"END"});
+  std::string reasoning, content;
+  for (int32_t id : ids) {
+    const ReplyParser::Piece p = reply.Add(id);
+    reasoning += p.reasoning;
+    content += p.content;
+  }
+  const ReplyParser::Piece tail = reply.Finish();
+  content += tail.content;
+  EXPECT_EQ(reasoning, "Think first.");
+  EXPECT_EQ(content, "The answer is 42. ");
+  EXPECT_TRUE(reply.stopped());
+  EXPECT_EQ(reply.content(), content);
+
+  StopStrings stop({"world", "xyz"});
+  EXPECT_EQ(stop.Add("Hello wor"), "Hello ");  // "wor" may begin "world"
+  EXPECT_EQ(stop.Add("m"), "worm");
+  EXPECT_EQ(stop.Add(" x"), " ");
+  EXPECT_EQ(stop.Finish(), "x");
+  StopStrings utf8({"\xC3\xA9t\xC3\xA9"});     // "été"
+  EXPECT_EQ(utf8.Add("caf\xC3\xA9"), "caf");   // the é could begin the stop string
+  EXPECT_EQ(utf8.Add("!"), "\xC3\xA9!");
+}
+
+}  // namespace
+}  // namespace tessera

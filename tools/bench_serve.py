@@ -2,7 +2,8 @@
 """Throughput and latency of a running `tessera serve` against concurrency (issue 17 point 7).
 
 For each concurrency C: C client threads each send `--per-client` streaming completion requests
-(`--prompt-tokens` prompt ids, `--gen` tokens, ignore-stop by a fixed length) and time, from the
+(`--prompt-tokens` prompt ids, `--gen` tokens; logprobs on, so that every token arrives as its
+own chunk even when it has no text, as with a synthetic model's ids) and time, from the
 SSE stream, the time to first token (TTFT) and the gaps between tokens (ITL). Reported per C:
 aggregate decode tokens/s over the wall time, its ratio to C = 1, TTFT p50 and ITL p50/p99, and
 the engine's own decode tokens/s from /metrics. Standard library only.
@@ -20,7 +21,7 @@ import urllib.request
 
 def stream_one(base, prompt_ids, gen, seed):
     body = json.dumps({"prompt": prompt_ids, "max_tokens": gen, "stream": True, "seed": seed,
-                       "temperature": 1.0}).encode()
+                       "temperature": 1.0, "logprobs": 0}).encode()  # logprobs: one chunk per token, text or not
     req = urllib.request.Request(base + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
     start = time.perf_counter()
     times = []

@@ -138,3 +138,51 @@ TEST(OpenAiApi, RepliesSplitReasoningAndHonourStopStrings) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// engine/tool_calls.h on streamed text cut at every byte: the same content and calls as in one
+// piece, and a broken block stays content.
+ToolCallParser::Output Stream(ToolCallFormat format, const std::string& text, size_t step) {
+  ToolCallParser parser(format);
+  ToolCallParser::Output all;
+  auto take = [&](ToolCallParser::Output o) {
+    all.content += o.content;
+    for (ToolCall& c : o.calls) all.calls.push_back(std::move(c));
+  };
+  for (size_t i = 0; i < text.size(); i += step) take(parser.Add(text.substr(i, step)));
+  take(parser.Finish());
+  return all;
+}
+
+TEST(ToolCalls, HermesAndLlamaJsonCallsComeOutOfStreamedText) {
+  const std::string hermes =
+      "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call><tool_call>not json</tool_call> done";
+  for (size_t step : {1, 3, 1000}) {
+    SCOPED_TRACE(step);
+    const ToolCallParser::Output out = Stream(ToolCallFormat::kHermes, hermes, step);
+    ASSERT_EQ(out.calls.size(), 2u);
+    EXPECT_EQ(out.calls[0].name, "get_weather");
+    EXPECT_EQ(out.calls[0].arguments, "{\"city\":\"Paris\"}");
+    EXPECT_EQ(out.calls[1].name, "get_time");
+    EXPECT_EQ(out.calls[1].arguments, "{}");
+    EXPECT_EQ(out.content, "Let me look.\n\n<tool_call>not json</tool_call> done");
+  }
+  const ToolCallParser::Output unfinished = Stream(ToolCallFormat::kHermes, "a <tool_call>{\"name\": \"f\"", 2);
+  EXPECT_TRUE(unfinished.calls.empty());
+  EXPECT_EQ(unfinished.content, "a <tool_call>{\"name\": \"f\"");
+  const ToolCallParser::Output llama =
+      Stream(ToolCallFormat::kLlamaJson, " {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", 4);
+  ASSERT_EQ(llama.calls.size(), 1u);
+  EXPECT_EQ(llama.calls[0].arguments, "{\"city\":\"Oslo\"}");
+  EXPECT_EQ(llama.content, "");
+  EXPECT_EQ(Stream(ToolCallFormat::kLlamaJson, "It is sunny {\"a\": 1}", 2).content, "It is sunny {\"a\": 1}");
+  EXPECT_EQ(Stream(ToolCallFormat::kLlamaJson, "{not a call}", 2).content, "{not a call}");
+  EXPECT_EQ(ToolCallFormatOf(ChatTemplateKind::kQwen3), ToolCallFormat::kHermes);
+  EXPECT_EQ(ToolCallFormatOf(ChatTemplateKind::kMistralV03), ToolCallFormat::kNone);
+}
+
+}  // namespace
+}  // namespace tessera

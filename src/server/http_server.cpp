@@ -43,6 +43,14 @@ bool SameKey(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// One tool call as the API shows it; ids are the reply's id and the call's index.
+json ToolCallJson(const ToolCall& call, size_t index, const std::string& reply_id) {
+  return {{"index", index},
+          {"id", StrCat("call_", reply_id.substr(reply_id.find('-') + 1), "_", index)},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 std::string SseEvent(const json& data) { return "data: " + data.dump() + "\n\n"; }
 
 const char* FinishName(FinishReason reason, bool stopped_by_string) {
@@ -240,7 +248,7 @@ void ApiServer::Routes() {
       const std::string model_name = options_.model_name;
       const std::string fingerprint = "tessera";
       auto state = std::make_shared<ReplyState>(format_, chat, chat ? format_.chat_stop_tokens() : format_.text_stop_tokens(),
-                                                request.stop);
+                                                request.stop, request.tools);
       auto provider = [this, handle, request, id, created, model_name, fingerprint, state, chat](
                           size_t, httplib::DataSink& sink) {
         const Tokenizer& tokenizer = tokenizer_;
@@ -270,6 +278,13 @@ void ApiServer::Routes() {
             json delta = json::object();
             if (!piece.reasoning.empty()) delta["reasoning_content"] = delta["reasoning"] = piece.reasoning;
             if (!piece.content.empty()) delta["content"] = piece.content;
+            if (!piece.calls.empty()) {
+              // A complete call per fragment: id, type, name and all of its arguments at once.
+              json calls = json::array();
+              const size_t first = state->calls().size() - piece.calls.size();
+              for (size_t k = 0; k < piece.calls.size(); ++k) calls.push_back(ToolCallJson(piece.calls[k], first + k, id));
+              delta["tool_calls"] = calls;
+            }
             choice["delta"] = delta;
           } else {
             choice["text"] = piece.content;
@@ -325,6 +340,7 @@ void ApiServer::Routes() {
         }
         ReplyParser::Piece tail = state->Finish();
         const char* finish = FinishName(handle->finish_reason(), state->stopped());
+        if (!state->calls().empty() && std::string(finish) == "stop") finish = "tool_calls";
         if (request.stream) {
           if (!tail.empty() && !write(chunk(tail, nullptr, nullptr))) return false;
           if (!write(chunk({}, nullptr, finish))) return false;
@@ -340,6 +356,13 @@ void ApiServer::Routes() {
           json choice = {{"index", 0}, {"finish_reason", finish}};
           if (chat) {
             json message = {{"role", "assistant"}, {"content", state->content()}, {"refusal", nullptr}};
+            if (!state->calls().empty()) {
+              json calls = json::array();
+              for (size_t i = 0; i < state->calls().size(); ++i) calls.push_back(ToolCallJson(state->calls()[i], i, id));
+              for (json& c : calls) c.erase("index");
+              message["tool_calls"] = calls;
+              if (state->content().empty()) message["content"] = nullptr;
+            }
             if (!state->reasoning().empty()) message["reasoning_content"] = message["reasoning"] = state->reasoning();
             choice["message"] = message;
             choice["logprobs"] = request.top_logprobs >= 0 ? json{{"content", state->chat_logprobs()}} : json(nullptr);

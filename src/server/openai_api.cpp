@@ -240,6 +240,10 @@ ChatFormat::ChatFormat(const Model& model, const Tokenizer& tokenizer) : tokeniz
   }
 }
 
+ToolCallFormat ChatFormat::tool_format() const {
+  return chat_template_ ? ToolCallFormatOf(chat_template_->kind()) : ToolCallFormat::kNone;
+}
+
 bool ChatFormat::thinks() const { return chat_template_ && chat_template_->kind() == ChatTemplateKind::kQwen3; }
 
 std::vector<int32_t> ChatFormat::RenderChat(const json& body) const {
@@ -330,6 +334,8 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
     if (Boolean(body, "logprobs", false)) r.top_logprobs = static_cast<int>(Integer(body, "top_logprobs", 0, 0, 20));
     else if (Field(body, "top_logprobs")) Bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
     r.prompt = format.RenderChat(body);
+    const json* tools = Field(body, "tools");
+    r.tools = tools && tools->is_array() && !tools->empty();
   } else {
     if (Field(body, "logprobs")) r.top_logprobs = static_cast<int>(Integer(body, "logprobs", 0, 0, 5));
     if (Boolean(body, "echo", false)) Bad("echo", "'echo' is not supported");
@@ -468,15 +474,26 @@ json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob) 
   return {{"token", text}, {"logprob", logprob}, {"bytes", byte_list}};
 }
 
-ReplyState::ReplyState(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, std::vector<std::string> stop)
-    : parser_(format, chat, std::move(stop_tokens)), stop_(std::move(stop)) {}
+ReplyState::ReplyState(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, std::vector<std::string> stop,
+                       bool tools)
+    : parser_(format, chat, std::move(stop_tokens)),
+      stop_(std::move(stop)),
+      tool_calls_(chat && tools ? format.tool_format() : ToolCallFormat::kNone) {}
 
 ReplyParser::Piece ReplyState::Filter(ReplyParser::Piece piece, bool last) {
   if (stop_.stopped()) return {};
   reasoning_ += piece.reasoning;
-  piece.content = stop_.Add(piece.content);
+  ToolCallParser::Output parsed = tool_calls_.Add(piece.content);
+  if (last) {
+    ToolCallParser::Output rest = tool_calls_.Finish();
+    parsed.content += rest.content;
+    for (ToolCall& c : rest.calls) parsed.calls.push_back(std::move(c));
+  }
+  piece.calls = std::move(parsed.calls);
+  piece.content = stop_.Add(parsed.content);
   if (last && !stop_.stopped()) piece.content += stop_.Finish();
   content_ += piece.content;
+  calls_.insert(calls_.end(), piece.calls.begin(), piece.calls.end());
   return piece;
 }
 

@@ -30,6 +30,7 @@
 #include "engine/chat_template.h"
 #include "engine/harmony.h"
 #include "engine/think_splitter.h"
+#include "engine/tool_calls.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -62,6 +63,8 @@ class ChatFormat {
   bool harmony() const { return harmony_ != nullptr; }
   bool has_chat() const { return harmony_ || chat_template_.has_value(); }
   bool thinks() const;  // Qwen3: replies open with a <think> block
+  // How replies write tool calls (engine/tool_calls.h); kNone for harmony and completions.
+  ToolCallFormat tool_format() const;
   // The prompt ids of a chat request body's messages (with its reasoning_effort, tools,
   // chat_template_kwargs). Throws ApiError 400 for malformed messages.
   std::vector<int32_t> RenderChat(const nlohmann::json& body) const;
@@ -90,6 +93,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;
   int top_logprobs = -1;        // < 0: no logprobs
+  bool tools = false;           // chat with a non-empty `tools`: replies may hold tool calls
 };
 
 // `body` must be a JSON object. `default_max_tokens` applies when the body gives none (OpenAI's
@@ -102,7 +106,8 @@ class ReplyParser {
  public:
   struct Piece {
     std::string reasoning, content;
-    bool empty() const { return reasoning.empty() && content.empty(); }
+    std::vector<ToolCall> calls;  // complete calls (ReplyState fills these)
+    bool empty() const { return reasoning.empty() && content.empty() && calls.empty(); }
   };
   // chat false: plain text (completions); stop tokens produce no text.
   ReplyParser(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens);
@@ -142,13 +147,16 @@ struct TokenEvent;
 // log-probabilities so far.
 class ReplyState {
  public:
-  ReplyState(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, std::vector<std::string> stop);
+  // `tools`: the request declared tools, so the content is read for the family's tool calls.
+  ReplyState(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, std::vector<std::string> stop,
+             bool tools = false);
   // The new text of one token, after the stop strings (nothing once one was seen).
   ReplyParser::Piece Add(int32_t token);
   ReplyParser::Piece Finish();
   bool stopped() const { return stop_.stopped(); }
   const std::string& content() const { return content_; }
   const std::string& reasoning() const { return reasoning_; }
+  const std::vector<ToolCall>& calls() const { return calls_; }
   // The logprobs of one token, kept for the whole reply and returned as a streamed chunk shows
   // it: chat {"content": [entry]}, completions {tokens, token_logprobs, top_logprobs, text_offset}.
   nlohmann::json LogprobsEntry(const Tokenizer& tokenizer, const TokenEvent& event, bool chat, int top);
@@ -159,7 +167,9 @@ class ReplyState {
   ReplyParser::Piece Filter(ReplyParser::Piece piece, bool last);
   ReplyParser parser_;
   StopStrings stop_;
+  ToolCallParser tool_calls_;
   std::string content_, reasoning_;
+  std::vector<ToolCall> calls_;
   nlohmann::json chat_logprobs_ = nlohmann::json::array();
   nlohmann::json completion_logprobs_ = {{"tokens", nlohmann::json::array()},
                                          {"token_logprobs", nlohmann::json::array()},

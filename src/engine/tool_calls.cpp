@@ -1,0 +1,100 @@
+#include "engine/tool_calls.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+
+constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+
+// A call from JSON text {"name": string, key: object}; nullopt when it is not one.
+std::optional<ToolCall> ParseCall(std::string_view text, const char* key) {
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
+  ToolCall call{j["name"].get<std::string>(), "{}"};
+  if (j.contains(key) && !j[key].is_null()) {
+    call.arguments = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+  }
+  return call;
+}
+
+// The length of the longest tail of `text` that begins `marker`.
+size_t PartialTail(const std::string& text, std::string_view marker) {
+  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
+    if (text.compare(text.size() - n, n, marker.data(), n) == 0) return n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+ToolCallFormat ToolCallFormatOf(ChatTemplateKind kind) {
+  switch (kind) {
+    case ChatTemplateKind::kQwen25:
+    case ChatTemplateKind::kQwen3: return ToolCallFormat::kHermes;
+    case ChatTemplateKind::kLlama31: return ToolCallFormat::kLlamaJson;
+    case ChatTemplateKind::kMistralV03: break;
+  }
+  return ToolCallFormat::kNone;
+}
+
+ToolCallParser::Output ToolCallParser::Add(const std::string& text) {
+  Output out;
+  pending_ += text;
+  if (format_ == ToolCallFormat::kNone) {
+    out.content = std::exchange(pending_, {});
+    return out;
+  }
+  if (format_ == ToolCallFormat::kLlamaJson) {
+    if (!decided_) {
+      const size_t first = pending_.find_first_not_of(" \t\n");
+      if (first == std::string::npos) return out;  // only whitespace so far
+      decided_ = true;
+      json_reply_ = pending_[first] == '{';
+    }
+    if (!json_reply_) out.content = std::exchange(pending_, {});
+    return out;  // a JSON reply is held until Finish
+  }
+  for (;;) {
+    if (!in_call_) {
+      const size_t open = pending_.find(kOpen);
+      if (open == std::string::npos) {
+        const size_t keep = PartialTail(pending_, kOpen);
+        out.content += pending_.substr(0, pending_.size() - keep);
+        pending_.erase(0, pending_.size() - keep);
+        return out;
+      }
+      out.content += pending_.substr(0, open);
+      pending_.erase(0, open + kOpen.size());
+      in_call_ = true;
+    }
+    const size_t close = pending_.find(kClose);
+    if (close == std::string::npos) return out;
+    if (auto call = ParseCall(pending_.substr(0, close), "arguments")) {
+      out.calls.push_back(std::move(*call));
+    } else {
+      out.content += StrCat(kOpen, pending_.substr(0, close + kClose.size()));
+    }
+    pending_.erase(0, close + kClose.size());
+    in_call_ = false;
+  }
+}
+
+ToolCallParser::Output ToolCallParser::Finish() {
+  Output out;
+  if (format_ == ToolCallFormat::kLlamaJson && json_reply_) {
+    if (auto call = ParseCall(pending_, "parameters")) {
+      out.calls.push_back(std::move(*call));
+      pending_.clear();
+      return out;
+    }
+  }
+  out.content = in_call_ ? StrCat(kOpen, pending_) : pending_;  // an unfinished block stays text
+  pending_.clear();
+  in_call_ = false;
+  return out;
+}
+
+}  // namespace tessera

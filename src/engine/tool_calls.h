@@ -1,0 +1,48 @@
+// Tool calls in the replies of the dense families, as their chat templates ask the model to
+// write them (dense-decoders.md §8; vLLM's hermes and llama3_json tool parsers read the same):
+//   kHermes     Qwen2.5 / Qwen3: <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>, any
+//               number of blocks, text around them is content;
+//   kLlamaJson  Llama 3.1: the whole reply is one {"name": …, "parameters": {…}} object.
+// The parser sits on the streamed reply text: content is passed on as soon as it cannot be part
+// of a call, a call comes out when it is complete. A block whose JSON does not parse, or has no
+// string "name", stays content (nothing the model wrote is dropped).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/chat_template.h"
+
+namespace tessera {
+
+enum class ToolCallFormat { kNone, kHermes, kLlamaJson };
+// The format the family's template asks for; kNone for Mistral (its [TOOL_CALLS] marker is a
+// special token that replies do not carry as text).
+ToolCallFormat ToolCallFormatOf(ChatTemplateKind kind);
+
+struct ToolCall {
+  std::string name;
+  std::string arguments;  // JSON text (the OpenAI wire form: a string holding an object)
+};
+
+class ToolCallParser {
+ public:
+  explicit ToolCallParser(ToolCallFormat format) : format_(format) {}
+  struct Output {
+    std::string content;
+    std::vector<ToolCall> calls;
+  };
+  Output Add(const std::string& text);
+  Output Finish();
+
+ private:
+  ToolCallFormat format_;
+  std::string pending_;
+  bool in_call_ = false;
+  bool decided_ = false;  // kLlamaJson: whether the reply is a JSON object has been seen
+  bool json_reply_ = false;
+};
+
+}  // namespace tessera

@@ -303,13 +303,18 @@ void ApiServer::Routes() {
         std::vector<TokenEvent> events;
         for (;;) {
           events.clear();
-          const bool got = handle->Wait(events, kPoll);
-          if (!got && !handle->done()) {
-            if (!sink.is_writable()) {
-              handle->Cancel();  // the client went away while waiting (queued, prefilling, decoding)
-              return false;
+          // Wait returns false only with no event pending. The engine pushes a request's last
+          // events before it marks it done, so after done one more look collects any that came
+          // in between.
+          if (!handle->Wait(events, kPoll)) {
+            if (handle->done() && !handle->Wait(events, std::chrono::milliseconds(0))) break;
+            if (events.empty()) {
+              if (!sink.is_writable()) {
+                handle->Cancel();  // the client went away while waiting (queued, prefilling, decoding)
+                return false;
+              }
+              continue;
             }
-            continue;
           }
           for (const TokenEvent& e : events) {
             json lp;
@@ -321,7 +326,7 @@ void ApiServer::Routes() {
               if (!write(chunk(piece, with_lp ? &lp : nullptr, nullptr))) return false;
             }
           }
-          if (handle->done() || state->stopped()) break;
+          if (state->stopped()) break;
         }
         // Wait for the engine to let go (a stop string cancels it at the next step).
         while (!handle->done()) {

@@ -12,10 +12,16 @@ PID=$!
 for _ in $(seq 300); do grep -q '^listening on ' "$WORK/out" && break; sleep 0.1; done
 URL=$(sed -n 's/^listening on //p' "$WORK/out")
 [ -n "$URL" ] || { fail "server did not start: $(cat "$WORK/err")"; finish serve_browser; }
-# Root needs --no-sandbox; a private profile keeps runs apart.
-timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$WORK/profile" \
-  --virtual-time-budget=20000 --dump-dom "$URL/?q=Hello%20there" >"$WORK/dom" 2>"$WORK/chromium.err" ||
-  fail "chromium failed: $(tail -3 "$WORK/chromium.err")"
+# Root needs --no-sandbox; a private profile keeps runs apart. --dump-dom takes the DOM after a
+# virtual-time budget that does not wait for a streaming fetch, so on a busy machine the first
+# token may not be in yet: up to 10 tries.
+for attempt in $(seq 10); do
+  timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$WORK/profile" \
+    --virtual-time-budget=$((attempt * 5000)) --dump-dom "$URL/?q=Hello%20there" >"$WORK/dom" 2>"$WORK/chromium.err" ||
+    { fail "chromium failed: $(tail -3 "$WORK/chromium.err")"; break; }
+  grep -q '<div class="msg assistant"><div class="reasoning">[^<]*</div><div class="content">[^<]' "$WORK/dom" && break
+  sleep 1
+done
 grep -q '<div class="msg user"><div class="reasoning"></div><div class="content">Hello there</div>' "$WORK/dom" ||
   fail "the page shows no user message: $(grep -o '<div id="log">.\{0,300\}' "$WORK/dom")"
 reply=$(grep -o '<div class="msg assistant"><div class="reasoning">[^<]*</div><div class="content">[^<]*' "$WORK/dom" |
@@ -24,5 +30,5 @@ reply=$(grep -o '<div class="msg assistant"><div class="reasoning">[^<]*</div><d
 grep -q 'class="content error"' "$WORK/dom" && fail "the page shows an error: $(grep -o 'error: [^<]*' "$WORK/dom")"
 kill -TERM "$PID"
 wait "$PID" || fail "server exit $?"
-echo "serve_browser: streamed reply in the page: ${reply:0:60}"
+echo "serve_browser: streamed reply in the page (try $attempt): ${reply:0:60}"
 finish serve_browser

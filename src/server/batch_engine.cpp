@@ -8,17 +8,6 @@
 
 namespace tessera {
 
-const char* FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-    case FinishReason::kNone: break;
-  }
-  return "none";
-}
-
 // ---- RequestHandle ------------------------------------------------------------------------------
 
 bool RequestHandle::Wait(std::vector<TokenEvent>& out, std::chrono::milliseconds timeout) {
@@ -125,16 +114,8 @@ BatchEngine::BatchEngine(const Model& model, const BatchEngineOptions& options) 
 BatchEngine::~BatchEngine() { Shutdown(); }
 
 uint64_t BatchEngine::KvBytesBound() const {
-  // Bytes per position: what one slot's cache would hold at its full context.
-  KvCache probe(model_.cache_config(), options_.context, options_.kv_type);
-  uint64_t per_slot = 0;
-  try {
-    probe.Reserve(options_.context);
-    per_slot = probe.bytes();
-  } catch (const Error&) {
-    per_slot = 0;  // cannot even reserve one: reported as unknown
-  }
-  return per_slot * static_cast<uint64_t>(options_.slots);
+  return KvCache::BytesFor(model_.cache_config(), options_.context, options_.kv_type) *
+         static_cast<uint64_t>(options_.slots);
 }
 
 std::shared_ptr<RequestHandle> BatchEngine::Submit(EngineRequest request) {
@@ -332,8 +313,10 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
       seq.slot->cached.resize(std::min(seq.slot->cached.size(), static_cast<size_t>(seq.slot->cache.length())));
       continue;
     }
+    // The slot's cache held tokens [0, computed); it now holds the fed ones too.
+    seq.slot->cached.insert(seq.slot->cached.end(), seq.tokens.begin() + seq.computed,
+                            seq.tokens.begin() + seq.computed + fed[i]);
     seq.computed += fed[i];
-    seq.slot->cached.assign(seq.tokens.begin(), seq.tokens.begin() + seq.computed);
     if (seq.computed < seq.prompt_size()) continue;  // prompt not complete yet
     try {
       TokenEvent event;

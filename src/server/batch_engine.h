@@ -56,7 +56,6 @@ struct EngineRequest {
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
-const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled", "error"
 
 struct TokenLogprob {
   int32_t token = 0;

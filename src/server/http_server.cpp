@@ -61,9 +61,7 @@ const char* FinishName(FinishReason reason, bool stopped_by_string) {
 }  // namespace
 
 ApiServer::ApiServer(const Model& model, const Tokenizer& tokenizer, BatchEngine& engine, ServerOptions options)
-    : model_(model),
-      tokenizer_(tokenizer),
-      engine_(engine),
+    : engine_(engine),
       options_(std::move(options)),
       format_(model, tokenizer),
       http_(std::make_unique<httplib::Server>()),
@@ -251,7 +249,7 @@ void ApiServer::Routes() {
                                                 request.stop, request.tools);
       auto provider = [this, handle, request, id, created, model_name, fingerprint, state, chat](
                           size_t, httplib::DataSink& sink) {
-        const Tokenizer& tokenizer = tokenizer_;
+        const Tokenizer& tokenizer = format_.tokenizer();
         auto base = [&](const char* object) {
           return json{{"id", id}, {"object", object}, {"created", created}, {"model", model_name},
                       {"system_fingerprint", fingerprint}};

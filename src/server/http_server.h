@@ -58,8 +58,6 @@ class ApiServer {
   void Routes();
   struct Metrics;
 
-  const Model& model_;
-  const Tokenizer& tokenizer_;
   BatchEngine& engine_;
   ServerOptions options_;
   ChatFormat format_;

@@ -354,25 +354,19 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
       }
       return ids;
     };
-    if (prompt->is_string()) {
+    // A list of one prompt is that prompt.
+    const json* one = prompt;
+    if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
+      one = &(*prompt)[0];
+    }
+    if (one->is_string()) {
       try {
-        r.prompt = format.tokenizer().EncodeWithTemplate(prompt->get<std::string>());
+        r.prompt = format.tokenizer().EncodeWithTemplate(one->get<std::string>());
       } catch (const Error& e) {
         Bad("prompt", e.what());
       }
-    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
-      r.prompt = ids_of(*prompt);
-    } else if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
-      const json& one = (*prompt)[0];
-      if (one.is_string()) {
-        try {
-          r.prompt = format.tokenizer().EncodeWithTemplate(one.get<std::string>());
-        } catch (const Error& e) {
-          Bad("prompt", e.what());
-        }
-      } else {
-        r.prompt = ids_of(one);
-      }
+    } else if (one != prompt || (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number())) {
+      r.prompt = ids_of(*one);
     } else if (prompt->is_array() && prompt->size() > 1) {
       Bad("prompt", "'prompt' holds several prompts; send one per request");
     } else {
@@ -465,13 +459,21 @@ std::string StopStrings::Add(const std::string& text) {
 
 std::string StopStrings::Finish() { return stopped_ ? std::string() : std::exchange(pending_, {}); }
 
+namespace {
+
+// The text of one token; a token that is part of a UTF-8 character shows U+FFFD, as in vLLM.
+std::string TokenText(const Tokenizer& tokenizer, int32_t token) {
+  return tokenizer.Contains(token) ? tokenizer.Decode(std::span<const int32_t>(&token, 1)) : std::string();
+}
+
+}  // namespace
+
 json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob) {
-  std::string bytes = tokenizer.Contains(token) ? std::string(tokenizer.TokenBytes(token)) : std::string();
   json byte_list = json::array();
-  for (unsigned char c : bytes) byte_list.push_back(static_cast<int>(c));
-  // The text of a token that is part of a UTF-8 character is shown with U+FFFD, as vLLM does.
-  std::string text = tokenizer.Contains(token) ? tokenizer.Decode(std::span<const int32_t>(&token, 1)) : std::string();
-  return {{"token", text}, {"logprob", logprob}, {"bytes", byte_list}};
+  if (tokenizer.Contains(token)) {
+    for (unsigned char c : tokenizer.TokenBytes(token)) byte_list.push_back(static_cast<int>(c));
+  }
+  return {{"token", TokenText(tokenizer, token)}, {"logprob", logprob}, {"bytes", byte_list}};
 }
 
 ReplyState::ReplyState(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, std::vector<std::string> stop,
@@ -509,11 +511,9 @@ json ReplyState::LogprobsEntry(const Tokenizer& tokenizer, const TokenEvent& eve
     chat_logprobs_.push_back(entry);
     return {{"content", json::array({entry})}};
   }
-  const std::string text = TokenLogprobJson(tokenizer, event.token, 0.0f)["token"];
+  const std::string text = TokenText(tokenizer, event.token);
   json alternatives = json::object();
-  for (const TokenLogprob& t : event.top) {
-    alternatives[TokenLogprobJson(tokenizer, t.token, 0.0f)["token"].get<std::string>()] = t.logprob;
-  }
+  for (const TokenLogprob& t : event.top) alternatives[TokenText(tokenizer, t.token)] = t.logprob;
   const int64_t offset = static_cast<int64_t>(content_.size());
   completion_logprobs_["tokens"].push_back(text);
   completion_logprobs_["token_logprobs"].push_back(event.chosen.logprob);

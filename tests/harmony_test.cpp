@@ -162,13 +162,14 @@ TEST(HarmonyRender, InjectedSpecialTokenStringsStayText) {
 }
 
 // openai/harmony test-data/test_does_not_drop_if_ongoing_analysis.txt: a turn in the middle of a
-// tool call keeps its chain of thought; the recipient follows the channel for the assistant and
-// the role for the tool result.
+// tool call keeps its chain of thought. That file puts the assistant's recipient after the
+// channel; openai-harmony 0.0.8 renders the same messages with it after the role (measured with
+// tools/make_harmony_goldens.py's setup), which is what this expects.
 TEST(HarmonyRender, GoldenOngoingToolCallKeepsAnalysis) {
   const std::string expected =
       "<|start|>user<|message|>What is the weather in SF?<|end|><|start|>assistant<|channel|>analysis"
       "<|message|>User asks: \xE2\x80\x9CWhat is the weather in SF?\xE2\x80\x9D We need to use "
-      "lookup_weather tool.<|end|><|start|>assistant<|channel|>commentary to=functions.lookup_weather "
+      "lookup_weather tool.<|end|><|start|>assistant to=functions.lookup_weather<|channel|>commentary "
       "<|constrain|>json<|message|>{\"location\": \"San Francisco\"}<|call|><|start|>"
       "functions.lookup_weather<|message|>{\"temperature\": 20, \"description\": \"sunny\"}<|end|>"
       "<|start|>assistant";
@@ -232,12 +233,12 @@ TEST(HarmonyRender, MultiTurnHistoryRule) {
   };
   EXPECT_EQ(RenderConversationText(convo),
             "<|start|>user<|message|>q1<|end|>"
-            "<|start|>assistant<|channel|>analysis to=python code<|message|>print(1)<|call|>"
+            "<|start|>assistant to=python<|channel|>analysis code<|message|>print(1)<|call|>"
             "<|start|>python to=assistant<|channel|>analysis<|message|>1<|end|>"
             "<|start|>assistant<|channel|>final<|message|>a1<|end|>"
             "<|start|>user<|message|>q2<|end|>"
             "<|start|>assistant<|channel|>analysis<|message|>think2<|end|>"
-            "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>"
+            "<|start|>assistant to=functions.f<|channel|>commentary <|constrain|>json<|message|>{}<|call|>"
             "<|start|>functions.f to=assistant<|channel|>commentary<|message|>{\"ok\": true}<|end|>");
   // Once turn 2 completes, its analysis goes too.
   std::vector<Message> done = convo;

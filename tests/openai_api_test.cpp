@@ -11,7 +11,7 @@
 namespace tessera {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 const std::string kGptOss = std::string(TESSERA_SOURCE_DIR) + "/models/tiny-gpt-oss";
 
@@ -59,8 +59,16 @@ TEST(OpenAiApi, BadFieldsAre400sNamingTheField) {
             "400 messages[0].content: 'messages[0].content[0]' is a 'image_url' part; this model reads text only");
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"reasoning_effort", "none"}}),
             "400 reasoning_effort: 'reasoning_effort' 'none' is not supported by gpt-oss (low, medium, high)");
-  EXPECT_NE(ErrorOf({{"messages", kHello}, {"tools", json::array({{{"type", "function"}}})}}).find("not yet rendered"),
-            std::string::npos);
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"tools", json::array({{{"type", "function"}}})}}),
+            "400 tools: 'tools[0].function' must be an object");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"tools", json::array({{{"type", "retrieval"}}})}}),
+            "400 tools: 'tools[0].type' must be \"function\": tessera serves function tools only");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"tools", json::array({{{"type", "function"}, {"function", {{"name", "get weather"}}}}})}}),
+            "400 tools: 'tools[0].function.name' 'get weather' must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -");
+  EXPECT_EQ(ErrorOf({{"messages", kHello},
+                     {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}})}}),
+            "400 tools: 'tools[0].function.parameters' must be an object (a JSON schema)");
+  EXPECT_NE(ErrorOf({{"messages", kHello}, {"tool_choice", "required"}}).find("constrained decoding"), std::string::npos);
   EXPECT_EQ(ErrorOf({{"messages", json::array({{{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "18"}}})}}),
             "400 messages: 'messages[0]' answers tool call 'c1', which no earlier assistant message made");
   // Completions.
@@ -134,6 +142,97 @@ TEST(OpenAiApi, RepliesSplitReasoningAndHonourStopStrings) {
   StopStrings utf8({"\xC3\xA9t\xC3\xA9"});     // "été"
   EXPECT_EQ(utf8.Add("caf\xC3\xA9"), "caf");   // the é could begin the stop string
   EXPECT_EQ(utf8.Add("!"), "\xC3\xA9!");
+}
+
+// gpt-oss with tools: a message addressed to functions.NAME becomes a call, opened by its first
+// delta and streamed as its arguments arrive; preambles stay content, analysis is reasoning.
+// Without tools in the request the same reply is content.
+TEST(OpenAiApi, HarmonyToolCallsStreamAsDeltas) {
+  const Fixture& fx = Shared();
+  const std::vector<int32_t> ids = fx.tokenizer.Encode(
+      "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary<|message|>Checking."
+      "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+      "{\"city\": \"Paris\"}<|call|>");
+  ReplyState reply(fx.format, true, fx.format.chat_stop_tokens(), {}, /*tools=*/true);
+  std::string reasoning, content, arguments;
+  std::vector<ToolCallDelta> deltas;
+  auto take = [&](const ReplyParser::Piece& p) {
+    reasoning += p.reasoning;
+    content += p.content;
+    for (const ToolCallDelta& d : p.calls) {
+      deltas.push_back(d);
+      arguments += d.arguments;
+    }
+  };
+  for (int32_t id : ids) take(reply.Add(id));
+  take(reply.Finish());
+  EXPECT_EQ(reasoning, "Need weather.");
+  EXPECT_EQ(content, "Checking.");
+  ASSERT_GE(deltas.size(), 2u);  // the arguments arrive over several tokens
+  EXPECT_EQ(deltas[0].name, "get_weather");
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    EXPECT_EQ(deltas[i].index, 0u);
+    if (i > 0) EXPECT_EQ(deltas[i].name, "");
+  }
+  EXPECT_EQ(arguments, "{\"city\": \"Paris\"}");
+  // As a client accumulates the chunks' deltas by index, it gets the message's call.
+  json accumulated = json::array();
+  for (const ToolCallDelta& d : deltas) {
+    const json j = ToolCallDeltaJson(d, "chatcmpl-7");
+    const size_t index = j["index"];
+    if (index == accumulated.size()) {
+      EXPECT_TRUE(j.contains("id") && j.contains("type")) << j.dump();
+      accumulated.push_back({{"id", j["id"]}, {"type", j["type"]}, {"function", j["function"]}});
+    } else {
+      EXPECT_FALSE(j.contains("id")) << j.dump();
+      accumulated[index]["function"]["arguments"] =
+          accumulated[index]["function"]["arguments"].get<std::string>() + j["function"]["arguments"].get<std::string>();
+    }
+  }
+  ASSERT_EQ(reply.calls().size(), 1u);
+  EXPECT_EQ(accumulated, json::array({ToolCallJson(reply.calls()[0], 0, "chatcmpl-7")}));
+  EXPECT_EQ(accumulated[0]["id"], "call_7_0");
+  EXPECT_EQ(reply.calls()[0].name, "get_weather");
+  EXPECT_EQ(reply.calls()[0].arguments, arguments);
+
+  // A second call with empty arguments still opens (index 1), from its closing token.
+  ReplyState two(fx.format, true, fx.format.chat_stop_tokens(), {}, true);
+  for (int32_t id : fx.tokenizer.Encode("<|channel|>commentary to=functions.a json<|message|>{}<|call|>"
+                                        "<|start|>assistant<|channel|>commentary to=functions.b json<|message|><|call|>")) {
+    two.Add(id);
+  }
+  two.Finish();
+  ASSERT_EQ(two.calls().size(), 2u);
+  EXPECT_EQ(two.calls()[1].name, "b");
+  EXPECT_EQ(two.calls()[1].arguments, "");
+
+  ReplyState plain(fx.format, true, fx.format.chat_stop_tokens(), {}, false);
+  std::string text;
+  for (int32_t id : ids) text += plain.Add(id).content;
+  text += plain.Finish().content;
+  EXPECT_EQ(text, "Checking.{\"city\": \"Paris\"}");
+  EXPECT_TRUE(plain.calls().empty());
+}
+
+// Declared tools reach the harmony prompt (developer message, system note); tool_choice "none"
+// declares nothing, and the schema keeps the client's key order.
+TEST(OpenAiApi, GptOssToolsAreDeclaredInTheDeveloperMessage) {
+  const Fixture& fx = Shared();
+  const json tool = json::parse(R"({"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+      "parameters": {"type": "object", "properties": {"unit": {"type": "string"}, "city": {"type": "string"}}}}})");
+  json body = {{"messages", kHello}, {"tools", json::array({tool})}};
+  const std::vector<Message> messages = HarmonyMessages(body);
+  ASSERT_EQ(messages.size(), 3u);
+  EXPECT_NE(messages[0].content.find("Calls to these tools must go to the commentary channel: 'functions'."),
+            std::string::npos);
+  EXPECT_EQ(messages[1].role, "developer");
+  EXPECT_NE(messages[1].content.find("type get_weather = (_: {\nunit?: string,\ncity?: string,\n}) => any;"),
+            std::string::npos);
+  CompletionRequest r = ParseCompletionRequest(body, true, fx.format, {});
+  EXPECT_TRUE(r.tools);
+  body["tool_choice"] = "none";
+  EXPECT_EQ(HarmonyMessages(body).size(), 2u);  // system, user
+  EXPECT_FALSE(ParseCompletionRequest(body, true, fx.format, {}).tools);
 }
 
 }  // namespace

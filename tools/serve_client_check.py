@@ -2,7 +2,8 @@
 """Drives a running `tessera serve` with the official OpenAI Python client (issue 17 point 6).
 
 Checks what a client sees: a chat reply, a streamed chat reply with the usage chunk, a
-completion with logprobs, the SDK's exception classes for bad requests (400), an unknown model
+tool round trip (tools declared, a call and its result in the history; the streamed tool-call
+deltas accumulate to the non-streamed message), a completion with logprobs, the SDK's exception classes for bad requests (400), an unknown model
 (404) and a missing API key (401, with --api-key), and a bounded load test (N requests at
 concurrency C) that must end with no error and no sequence left running (/metrics).
 
@@ -58,6 +59,41 @@ def main():
     done = client.completions.create(model=model, prompt="def f(x):", max_tokens=6, temperature=0, logprobs=2)
     assert done.object == "text_completion" and done.choices[0].logprobs.token_logprobs, done
 
+    # Tools: declared, a call in the history and its result sent back; the streamed reply, its
+    # tool-call deltas accumulated by index as SDK users do, equals the non-streamed one.
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "Get the weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"},
+                                                        "unit": {"type": "string", "enum": ["c", "f"]}},
+                       "required": ["city"]}}}]
+    turns = [{"role": "system", "content": "You are a helpful assistant."},
+             {"role": "user", "content": "Weather in Paris?"},
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+             {"role": "tool", "tool_call_id": "call_a", "content": "{\"temp_c\": 18}"}]
+    reply = client.chat.completions.create(model=model, messages=turns, tools=tools, tool_choice="auto",
+                                           max_tokens=12, seed=3, temperature=0.9)
+    message = reply.choices[0].message
+    assert reply.choices[0].finish_reason in ("stop", "length", "tool_calls"), reply
+    assert (reply.choices[0].finish_reason == "tool_calls") == bool(message.tool_calls), reply
+    calls, text = {}, ""
+    for chunk in client.chat.completions.create(model=model, messages=turns, tools=tools, tool_choice="auto",
+                                                max_tokens=12, seed=3, temperature=0.9, stream=True):
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            for d in choice.delta.tool_calls or []:
+                call = calls.setdefault(d.index, {"id": d.id, "name": d.function.name, "arguments": ""})
+                call["arguments"] += d.function.arguments or ""
+    assert text == (message.content or ""), (text, message.content)
+    expected = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in message.tool_calls or []]
+    assert [calls[i] for i in sorted(calls)] == expected, (calls, expected)
+    for bad in ({"tools": [{"type": "retrieval"}]}, {"tools": tools, "tool_choice": "required"}):
+        try:
+            client.chat.completions.create(model=model, messages=turns[:2], max_tokens=4, **bad)
+            raise AssertionError(f"{bad} accepted")
+        except openai.BadRequestError as e:
+            assert "tool" in str(e), e
+
     try:
         client.chat.completions.create(model=model, messages=[], max_tokens=4)
         raise AssertionError("empty messages accepted")
@@ -84,7 +120,7 @@ def main():
     running = metric(a.base, "num_requests_running", a.api_key)
     waiting = metric(a.base, "num_requests_waiting", a.api_key)
     assert running == 0 and waiting == 0, (running, waiting)
-    print(f"openai {openai.__version__}: chat, stream, completions, errors and {a.requests} requests at "
+    print(f"openai {openai.__version__}: chat, stream, tools, completions, errors and {a.requests} requests at "
           f"concurrency {a.concurrency} ({tokens} tokens) passed; nothing left running")
 
 

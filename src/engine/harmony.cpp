@@ -78,16 +78,13 @@ void ForEachPiece(const Message& m, size_t index, EmitSpecial&& emit_special, Em
   if (HasSpace(m.recipient)) {
     Fail("harmony: message ", index, ": recipient '", m.recipient, "' contains whitespace");
   }
-  const bool assistant = m.role == "assistant";
-  const bool render_recipient = !m.recipient.empty() && m.recipient != "all";
   emit_special(Special::kStart);
   emit_text(m.role);
-  if (render_recipient && !assistant) emit_text(StrCat(" to=", m.recipient));
+  if (!m.recipient.empty() && m.recipient != "all") emit_text(StrCat(" to=", m.recipient));
   if (!m.channel.empty()) {
     emit_special(Special::kChannel);
     emit_text(m.channel);
   }
-  if (render_recipient && assistant) emit_text(StrCat(" to=", m.recipient));
   if (!m.content_type.empty()) {
     if (StartsWith(m.content_type, kConstrainText)) {
       emit_text(" ");
@@ -238,8 +235,8 @@ Message Message::Assistant(std::string_view channel, std::string_view text) {
   return MakeMessage("assistant", channel, "", "", text);
 }
 
-Message Message::ToolCall(std::string_view tool, std::string_view json_arguments) {
-  return MakeMessage("assistant", "commentary", tool, "<|constrain|>json", json_arguments);
+Message Message::ToolCall(std::string_view tool, std::string_view json_arguments, std::string_view content_type) {
+  return MakeMessage("assistant", "commentary", tool, content_type, json_arguments);
 }
 
 Message Message::ToolResult(std::string_view tool, std::string_view output) {

@@ -7,13 +7,14 @@
 // src/encoding.rs (renderer, StreamableParser) and docs/format.md.
 //
 // Rendering (token level, like harmony's renderer):
-//   <|start|>{role}[ to={recipient}]<|channel|>{channel}[ to={recipient}][ {content_type}]
-//   <|message|>{content}<|end|>
+//   <|start|>{role}[ to={recipient}]<|channel|>{channel}[ {content_type}]<|message|>{content}<|end|>
 // Special tokens are emitted as ids; every text part (role, channel, recipient, content) goes
 // through Tokenizer::EncodeOrdinary, so a user who types "<|start|>" gets text, never the token.
-// The recipient sits after the channel for assistant messages (how the model writes tool calls,
-// docs/format.md: `<|channel|>commentary to=functions.f <|constrain|>json<|message|>`) and after
-// the role for every other role (tool results: `<|start|>functions.f to=assistant<|channel|>...`).
+// The recipient follows the role for every role, as openai-harmony 0.0.8 renders it (measured,
+// tests/data/harmony/goldens.json): `<|start|>assistant to=functions.f<|channel|>commentary json`
+// for a call in the history, `<|start|>functions.f to=assistant<|channel|>commentary` for its
+// result. (harmony's older test-data put an assistant's recipient after the channel, which is how
+// the model itself tends to write calls; the parser reads both.)
 // A content type starting with "<|constrain|>" is rendered as " ", the <|constrain|> token and
 // the rest as text. An assistant message with a recipient (a tool call) ends with <|call|>, every
 // other message with <|end|> (history never holds <|return|>: docs/format.md "Implementation
@@ -88,8 +89,10 @@ struct Message {
   static Message User(std::string_view text);
   static Message Assistant(std::string_view channel, std::string_view text);
   // A tool call: assistant, commentary channel, recipient `tool` ("functions.get_weather"),
-  // content type "<|constrain|>json".
-  static Message ToolCall(std::string_view tool, std::string_view json_arguments);
+  // content type `content_type` ("<|constrain|>json" as the model writes it; vLLM renders calls
+  // sent back by API clients with "json", serving.md §6).
+  static Message ToolCall(std::string_view tool, std::string_view json_arguments,
+                          std::string_view content_type = "<|constrain|>json");
   // The output of `tool` sent back to the model: role `tool`, recipient "assistant",
   // commentary channel.
   static Message ToolResult(std::string_view tool, std::string_view output);

@@ -14,7 +14,7 @@
 
 namespace tessera {
 
-using nlohmann::json;
+using json = ApiJson;
 
 // Counters of the HTTP side (the engine keeps its own).
 struct ApiServer::Metrics {
@@ -41,14 +41,6 @@ bool SameKey(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % std::max<size_t>(b.size(), 1)]);
   return diff == 0;
-}
-
-// One tool call as the API shows it; ids are the reply's id and the call's index.
-json ToolCallJson(const ToolCall& call, size_t index, const std::string& reply_id) {
-  return {{"index", index},
-          {"id", StrCat("call_", reply_id.substr(reply_id.find('-') + 1), "_", index)},
-          {"type", "function"},
-          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
 std::string SseEvent(const json& data) { return "data: " + data.dump() + "\n\n"; }
@@ -209,7 +201,7 @@ void ApiServer::Routes() {
         }
         json body;
         try {
-          body = json::parse(req.body);
+          body = json::parse(req.body);  // ordered: tool schemas keep their key order
         } catch (const json::exception& e) {
           throw ApiError(400, StrCat("the request body is not valid JSON: ", e.what()));
         }
@@ -277,10 +269,8 @@ void ApiServer::Routes() {
             if (!piece.reasoning.empty()) delta["reasoning_content"] = delta["reasoning"] = piece.reasoning;
             if (!piece.content.empty()) delta["content"] = piece.content;
             if (!piece.calls.empty()) {
-              // A complete call per fragment: id, type, name and all of its arguments at once.
               json calls = json::array();
-              const size_t first = state->calls().size() - piece.calls.size();
-              for (size_t k = 0; k < piece.calls.size(); ++k) calls.push_back(ToolCallJson(piece.calls[k], first + k, id));
+              for (const ToolCallDelta& d : piece.calls) calls.push_back(ToolCallDeltaJson(d, id));
               delta["tool_calls"] = calls;
             }
             choice["delta"] = delta;
@@ -362,7 +352,6 @@ void ApiServer::Routes() {
             if (!state->calls().empty()) {
               json calls = json::array();
               for (size_t i = 0; i < state->calls().size(); ++i) calls.push_back(ToolCallJson(state->calls()[i], i, id));
-              for (json& c : calls) c.erase("index");
               message["tool_calls"] = calls;
               if (state->content().empty()) message["content"] = nullptr;
             }

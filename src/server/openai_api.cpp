@@ -1,6 +1,7 @@
 #include "server/openai_api.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "core/error.h"
 #include "engine/think_splitter.h"
@@ -8,7 +9,7 @@
 
 namespace tessera {
 
-using nlohmann::json;
+using json = ApiJson;
 
 ApiError::ApiError(int status, std::string message, std::string param, std::string code)
     : std::runtime_error(std::move(message)), status_(status), param_(std::move(param)), code_(std::move(code)) {}
@@ -132,9 +133,12 @@ const json& Messages(const json& body) {
 
 // harmony (gpt-oss.md §4, serving.md §6, vLLM's mapping): system and developer messages become
 // the developer instructions; the reasoning effort goes into the system message.
-std::vector<Message> HarmonyConversation(const json& body) {
+std::vector<Message> HarmonyConversation(const json& body, std::string_view current_date) {
   const json& messages = Messages(body);
+  const std::vector<ToolDescription> tools = ParseTools(body);
   SystemContent system;
+  system.current_date = std::string(current_date);
+  system.function_tools_note = !tools.empty();
   if (const json* effort = Field(body, "reasoning_effort")) {
     if (!effort->is_string()) Bad("reasoning_effort", "'reasoning_effort' must be a string");
     const std::string e = effort->get<std::string>();
@@ -167,7 +171,7 @@ std::vector<Message> HarmonyConversation(const json& body) {
           }
           const json* args = Field(*fn, "arguments");
           const std::string arguments = !args ? "{}" : args->is_string() ? args->get<std::string>() : args->dump();
-          turns.push_back(Message::ToolCall("functions." + name->get<std::string>(), arguments));
+          turns.push_back(Message::ToolCall("functions." + name->get<std::string>(), arguments, "json"));
           if (const json* id = Field(call, "id"); id && id->is_string()) call_names[id->get<std::string>()] = name->get<std::string>();
         }
       }
@@ -188,7 +192,11 @@ std::vector<Message> HarmonyConversation(const json& body) {
     }
   }
   std::vector<Message> conversation{Message::System(system)};
-  if (!instructions.empty()) conversation.push_back(Message::Developer(instructions));
+  if (!instructions.empty() || !tools.empty()) {
+    Message developer = Message::Developer("");
+    developer.content = RenderDeveloperContent(instructions, tools);
+    conversation.push_back(std::move(developer));
+  }
   for (Message& m : turns) conversation.push_back(std::move(m));
   return conversation;
 }
@@ -222,6 +230,47 @@ std::vector<int32_t> ModelEos(const Model& model) {
 
 }  // namespace
 
+std::vector<ToolDescription> ParseTools(const json& body) {
+  const json* tools = Field(body, "tools");
+  if (tools && !tools->is_array()) Bad("tools", "'tools' must be an array");
+  bool declared = true;
+  if (const json* choice = Field(body, "tool_choice")) {
+    const bool plain = choice->is_string() && (*choice == "none" || *choice == "auto");
+    if (!plain) Bad("tool_choice", "'tool_choice' other than \"none\" and \"auto\" needs constrained decoding, which tessera does not do");
+    declared = *choice != "none";
+  }
+  std::vector<ToolDescription> out;
+  if (!tools) return out;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const std::string param = StrCat("tools[", i, "]");
+    const json& tool = (*tools)[i];
+    if (!tool.is_object()) Bad("tools", StrCat("'", param, "' must be an object, not ", TypeName(tool)));
+    const json* type = Field(tool, "type");
+    if (!type || *type != "function") Bad("tools", StrCat("'", param, ".type' must be \"function\": tessera serves function tools only"));
+    const json* fn = Field(tool, "function");
+    if (!fn || !fn->is_object()) Bad("tools", StrCat("'", param, ".function' must be an object"));
+    ToolDescription d;
+    d.name = StringField(*fn, "name", param + ".function.name");
+    const bool valid = !d.name.empty() && d.name.size() <= 64 &&
+                       std::all_of(d.name.begin(), d.name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                       });
+    if (!valid) Bad("tools", StrCat("'", param, ".function.name' '", d.name, "' must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -"));
+    d.description = StringField(*fn, "description", param + ".function.description");
+    if (const json* p = Field(*fn, "parameters")) {
+      if (!p->is_object()) Bad("tools", StrCat("'", param, ".function.parameters' must be an object (a JSON schema)"));
+      d.parameters = *p;
+    }
+    out.push_back(std::move(d));
+  }
+  if (!declared) out.clear();
+  return out;
+}
+
+std::vector<Message> HarmonyMessages(const json& body, std::string_view current_date) {
+  return HarmonyConversation(body, current_date);
+}
+
 // ---- ChatFormat ---------------------------------------------------------------------------------
 
 ChatFormat::ChatFormat(const Model& model, const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {
@@ -250,21 +299,13 @@ std::vector<int32_t> ChatFormat::RenderChat(const json& body) const {
   if (!has_chat()) {
     throw ApiError(400, "this model has no chat template tessera knows; use /v1/completions", "messages");
   }
-  const json* tools = Field(body, "tools");
-  if (tools && !tools->is_array()) Bad("tools", "'tools' must be an array");
-  if (const json* choice = Field(body, "tool_choice")) {
-    const bool plain = choice->is_string() && (*choice == "none" || *choice == "auto");
-    if (!plain) Bad("tool_choice", "'tool_choice' other than \"none\" and \"auto\" needs constrained decoding, which tessera does not do");
-  }
+  ParseTools(body);  // checks `tools` and `tool_choice` for every format
   try {
-    if (harmony_) {
-      if (tools && !tools->empty()) {
-        Bad("tools", "tools are not yet rendered for gpt-oss (harmony function declarations); send the request without tools");
-      }
-      return harmony_->RenderForCompletion(HarmonyConversation(body));
-    }
+    if (harmony_) return harmony_->RenderForCompletion(HarmonyConversation(body, {}));
     ChatOptions options;
-    if (tools && !tools->empty()) options.tools = nlohmann::ordered_json::parse(tools->dump());
+    // The template sees the tools even with tool_choice "none" (vLLM's default); the reply is
+    // then not read for calls.
+    if (const json* tools = Field(body, "tools"); tools && !tools->empty()) options.tools = *tools;
     if (const json* kwargs = Field(body, "chat_template_kwargs")) {
       if (!kwargs->is_object()) Bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
       options.enable_thinking = Boolean(*kwargs, "enable_thinking", true);
@@ -334,8 +375,7 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
     if (Boolean(body, "logprobs", false)) r.top_logprobs = static_cast<int>(Integer(body, "top_logprobs", 0, 0, 20));
     else if (Field(body, "top_logprobs")) Bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
     r.prompt = format.RenderChat(body);
-    const json* tools = Field(body, "tools");
-    r.tools = tools && tools->is_array() && !tools->empty();
+    r.tools = !ParseTools(body).empty();
   } else {
     if (Field(body, "logprobs")) r.top_logprobs = static_cast<int>(Integer(body, "logprobs", 0, 0, 5));
     if (Boolean(body, "echo", false)) Bad("echo", "'echo' is not supported");
@@ -379,18 +419,67 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
 
 // ---- replies ------------------------------------------------------------------------------------
 
-ReplyParser::ReplyParser(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens)
-    : format_(format), chat_(chat), stops_(std::move(stop_tokens)), decoder_(format.tokenizer()) {
+namespace {
+
+std::string CallId(const std::string& reply_id, size_t index) {
+  return StrCat("call_", reply_id.substr(reply_id.find('-') + 1), "_", index);
+}
+
+}  // namespace
+
+json ToolCallJson(const ToolCall& call, size_t index, const std::string& reply_id) {
+  return {{"id", CallId(reply_id, index)},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+json ToolCallDeltaJson(const ToolCallDelta& delta, const std::string& reply_id) {
+  if (delta.name.empty()) return {{"index", delta.index}, {"function", {{"arguments", delta.arguments}}}};
+  return {{"index", delta.index},
+          {"id", CallId(reply_id, delta.index)},
+          {"type", "function"},
+          {"function", {{"name", delta.name}, {"arguments", delta.arguments}}}};
+}
+
+ReplyParser::ReplyParser(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, bool tools)
+    : format_(format), chat_(chat), stops_(std::move(stop_tokens)), decoder_(format.tokenizer()), tools_(tools) {
   if (chat_ && format.harmony()) harmony_ = std::make_unique<HarmonyParser>(*format.harmony_encoding());
   if (chat_ && format.thinks()) think_ = std::make_unique<ThinkSplitter>(true);
+}
+
+void ReplyParser::OpenCall(size_t message, const std::string& recipient, Piece& piece) {
+  call_message_ = message;
+  constexpr std::string_view kNamespace = "functions.";
+  std::string name = recipient.rfind(kNamespace, 0) == 0 && recipient.size() > kNamespace.size()
+                         ? recipient.substr(kNamespace.size())
+                         : recipient;
+  piece.calls.push_back({calls_++, std::move(name), ""});
+}
+
+// harmony deltas -> reasoning (analysis), content (final, preambles) and, with tools, calls: a
+// message with a recipient opens a call at its first content (or when it closes empty) and
+// streams its content as the arguments.
+void ReplyParser::AddHarmony(const std::vector<HarmonyDelta>& deltas, Piece& piece) {
+  for (const HarmonyDelta& d : deltas) {
+    if (tools_ && d.part == HarmonyPart::kToolCall) {
+      if (d.message_index != call_message_) OpenCall(d.message_index, d.recipient, piece);
+      if (piece.calls.empty() || piece.calls.back().index != calls_ - 1) piece.calls.push_back({calls_ - 1, "", ""});
+      piece.calls.back().arguments += d.text;
+    } else {
+      (d.part == HarmonyPart::kAnalysis ? piece.reasoning : piece.content) += d.text;
+    }
+  }
+  const std::vector<Message>& messages = harmony_->messages();
+  for (; messages_seen_ < messages.size(); ++messages_seen_) {
+    const Message& m = messages[messages_seen_];
+    if (tools_ && m.IsToolCall() && messages_seen_ != call_message_) OpenCall(messages_seen_, m.recipient, piece);
+  }
 }
 
 ReplyParser::Piece ReplyParser::Add(int32_t token) {
   Piece piece;
   if (harmony_) {
-    for (const HarmonyDelta& d : harmony_->Process(token)) {
-      (d.part == HarmonyPart::kAnalysis ? piece.reasoning : piece.content) += d.text;
-    }
+    AddHarmony(harmony_->Process(token), piece);
     return piece;
   }
   const Tokenizer& tokenizer = format_.tokenizer();
@@ -410,9 +499,7 @@ ReplyParser::Piece ReplyParser::Add(int32_t token) {
 ReplyParser::Piece ReplyParser::Finish() {
   Piece piece;
   if (harmony_) {
-    for (const HarmonyDelta& d : harmony_->Finish()) {
-      (d.part == HarmonyPart::kAnalysis ? piece.reasoning : piece.content) += d.text;
-    }
+    AddHarmony(harmony_->Finish(), piece);
     return piece;
   }
   const std::string rest = decoder_.Flush();
@@ -478,7 +565,7 @@ json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob) 
 
 ReplyState::ReplyState(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, std::vector<std::string> stop,
                        bool tools)
-    : parser_(format, chat, std::move(stop_tokens)),
+    : parser_(format, chat, std::move(stop_tokens), tools),
       stop_(std::move(stop)),
       tool_calls_(chat && tools ? format.tool_format() : ToolCallFormat::kNone) {}
 
@@ -491,11 +578,17 @@ ReplyParser::Piece ReplyState::Filter(ReplyParser::Piece piece, bool last) {
     parsed.content += rest.content;
     for (ToolCall& c : rest.calls) parsed.calls.push_back(std::move(c));
   }
-  piece.calls = std::move(parsed.calls);
+  // The families' calls come out whole: one delta each, after harmony's (never both).
+  for (ToolCall& c : parsed.calls) {
+    piece.calls.push_back({calls_.size() + piece.calls.size(), std::move(c.name), std::move(c.arguments)});
+  }
   piece.content = stop_.Add(parsed.content);
   if (last && !stop_.stopped()) piece.content += stop_.Finish();
   content_ += piece.content;
-  calls_.insert(calls_.end(), piece.calls.begin(), piece.calls.end());
+  for (const ToolCallDelta& d : piece.calls) {
+    if (!d.name.empty()) calls_.push_back({d.name, ""});
+    calls_[d.index].arguments += d.arguments;
+  }
   return piece;
 }
 

@@ -15,8 +15,11 @@
 //
 // Unknown fields are ignored (as vLLM does), except the ones that change what a reply means
 // and are not implemented, which are refused with 400 rather than silently dropped: n > 1,
-// response_format other than text, tools with gpt-oss (their harmony declarations are not
-// rendered yet), tool_choice other than none/auto, echo, suffix, best_of > 1, logit_bias.
+// response_format other than text, tool_choice other than none/auto (forcing a call needs
+// constrained decoding), tools other than functions, echo, suffix, best_of > 1, logit_bias.
+//
+// Bodies are nlohmann::ordered_json: a tool's parameter schema is rendered in the client's key
+// order (harmony's TypeScript declarations, the templates' tojson), as Python servers do.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +32,7 @@
 
 #include "engine/chat_template.h"
 #include "engine/harmony.h"
+#include "engine/harmony_tools.h"
 #include "engine/think_splitter.h"
 #include "engine/tool_calls.h"
 #include "engine/sampler.h"
@@ -36,6 +40,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace tessera {
+
+using ApiJson = nlohmann::ordered_json;
 
 // An error answered with the OpenAI error object {"error": {message, type, param, code}}.
 class ApiError : public std::runtime_error {
@@ -47,7 +53,7 @@ class ApiError : public std::runtime_error {
   // invalid_request_error (4xx), authentication_error (401), not_found_error (404),
   // rate_limit_error (429), server_error (5xx).
   std::string type() const;
-  nlohmann::json Body() const;
+  ApiJson Body() const;
 
  private:
   int status_;
@@ -67,7 +73,7 @@ class ChatFormat {
   ToolCallFormat tool_format() const;
   // The prompt ids of a chat request body's messages (with its reasoning_effort, tools,
   // chat_template_kwargs). Throws ApiError 400 for malformed messages.
-  std::vector<int32_t> RenderChat(const nlohmann::json& body) const;
+  std::vector<int32_t> RenderChat(const ApiJson& body) const;
   // Ids that end a reply: harmony's <|return|>, <|call|>, <|endoftext|>; the family's turn-end
   // and EOS tokens; for /v1/completions without a template, config.json's EOS ids.
   const std::vector<int32_t>& chat_stop_tokens() const { return chat_stops_; }
@@ -98,19 +104,52 @@ struct CompletionRequest {
 
 // `body` must be a JSON object. `default_max_tokens` applies when the body gives none (OpenAI's
 // completions default is 16; chat: until the end of the context, -1).
-CompletionRequest ParseCompletionRequest(const nlohmann::json& body, bool chat, const ChatFormat& format,
+CompletionRequest ParseCompletionRequest(const ApiJson& body, bool chat, const ChatFormat& format,
                                          const SamplingParams& defaults);
+
+// The function tools a chat body declares (`tools`), checked: each {"type": "function",
+// "function": {"name", "description"?, "parameters"?}} with a name of 1–64 characters from
+// [A-Za-z0-9_-] (OpenAI's rule; harmony writes it into headers). Empty when there are none or
+// `tool_choice` is "none" (then nothing is declared to the model and replies are not read for
+// calls). Throws ApiError 400 naming the entry.
+std::vector<ToolDescription> ParseTools(const ApiJson& body);
+
+// The harmony conversation of a chat body (serving.md §6, vLLM's mapping): the system message
+// (reasoning_effort, `current_date` when not empty, the function-tools note), one developer
+// message with the system/developer messages' text as instructions and the declared tools,
+// then user turns, assistant reasoning (analysis), tool calls (commentary, recipient
+// functions.NAME, content type json) and answers (final), tool results (author functions.NAME,
+// found from tool_call_id). Throws ApiError 400 for malformed messages.
+std::vector<Message> HarmonyMessages(const ApiJson& body, std::string_view current_date = {});
+
+// A piece of one tool call of a reply, as a streamed chunk carries it.
+struct ToolCallDelta {
+  size_t index = 0;       // the call's position among the reply's calls
+  std::string name;       // set on the call's first delta only: it opens the call
+  std::string arguments;  // the next piece of its arguments (JSON text)
+};
+
+// A finished call as the reply message lists it: {id, type: function, function: {name,
+// arguments}}; the id is made of the reply's id and the call's index.
+ApiJson ToolCallJson(const ToolCall& call, size_t index, const std::string& reply_id);
+// One streamed piece of a call as a chunk's delta carries it: the first piece has the index, id,
+// type and name (it opens the call), later ones the index and more of the arguments, which
+// clients append (the OpenAI SDKs accumulate by index).
+ApiJson ToolCallDeltaJson(const ToolCallDelta& delta, const std::string& reply_id);
 
 // Generated ids -> reply text, split into reasoning and content.
 class ReplyParser {
  public:
   struct Piece {
     std::string reasoning, content;
-    std::vector<ToolCall> calls;  // complete calls (ReplyState fills these)
+    std::vector<ToolCallDelta> calls;  // at most one delta per call
     bool empty() const { return reasoning.empty() && content.empty() && calls.empty(); }
   };
-  // chat false: plain text (completions); stop tokens produce no text.
-  ReplyParser(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens);
+  // chat false: plain text (completions); stop tokens produce no text. `tools`: the request
+  // declared tools, so harmony messages addressed to a recipient become tool calls (name: the
+  // recipient without "functions."), streamed as their arguments arrive; without it they stay
+  // content.
+  ReplyParser(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, bool tools = false);
   Piece Add(int32_t token);
   Piece Finish();
 
@@ -121,6 +160,12 @@ class ReplyParser {
   IncrementalDecoder decoder_;
   std::unique_ptr<HarmonyParser> harmony_;
   std::unique_ptr<ThinkSplitter> think_;
+  bool tools_ = false;
+  size_t calls_ = 0;                     // harmony tool calls opened so far
+  size_t call_message_ = SIZE_MAX;       // message index of the last opened call
+  size_t messages_seen_ = 0;             // closed harmony messages checked for calls
+  void AddHarmony(const std::vector<HarmonyDelta>& deltas, Piece& piece);
+  void OpenCall(size_t message, const std::string& recipient, Piece& piece);
 };
 
 // Finds the first of `stops` in streamed text. Add returns the text that is safe to send; once
@@ -139,7 +184,7 @@ class StopStrings {
 };
 
 // The token's text as the logprobs objects show it, and its UTF-8 bytes.
-nlohmann::json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob);
+ApiJson TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob);
 
 struct TokenEvent;
 
@@ -159,9 +204,9 @@ class ReplyState {
   const std::vector<ToolCall>& calls() const { return calls_; }
   // The logprobs of one token, kept for the whole reply and returned as a streamed chunk shows
   // it: chat {"content": [entry]}, completions {tokens, token_logprobs, top_logprobs, text_offset}.
-  nlohmann::json LogprobsEntry(const Tokenizer& tokenizer, const TokenEvent& event, bool chat, int top);
-  const nlohmann::json& chat_logprobs() const { return chat_logprobs_; }
-  const nlohmann::json& completion_logprobs() const { return completion_logprobs_; }
+  ApiJson LogprobsEntry(const Tokenizer& tokenizer, const TokenEvent& event, bool chat, int top);
+  const ApiJson& chat_logprobs() const { return chat_logprobs_; }
+  const ApiJson& completion_logprobs() const { return completion_logprobs_; }
 
  private:
   ReplyParser::Piece Filter(ReplyParser::Piece piece, bool last);
@@ -170,11 +215,11 @@ class ReplyState {
   ToolCallParser tool_calls_;
   std::string content_, reasoning_;
   std::vector<ToolCall> calls_;
-  nlohmann::json chat_logprobs_ = nlohmann::json::array();
-  nlohmann::json completion_logprobs_ = {{"tokens", nlohmann::json::array()},
-                                         {"token_logprobs", nlohmann::json::array()},
-                                         {"top_logprobs", nlohmann::json::array()},
-                                         {"text_offset", nlohmann::json::array()}};
+  ApiJson chat_logprobs_ = ApiJson::array();
+  ApiJson completion_logprobs_ = {{"tokens", ApiJson::array()},
+                                  {"token_logprobs", ApiJson::array()},
+                                  {"top_logprobs", ApiJson::array()},
+                                  {"text_offset", ApiJson::array()}};
 };
 
 }  // namespace tessera

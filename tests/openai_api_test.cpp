@@ -5,6 +5,9 @@
 #include "server/openai_api.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "core/error.h"
 
@@ -191,7 +194,8 @@ TEST(OpenAiApi, HarmonyToolCallsStreamAsDeltas) {
   }
   ASSERT_EQ(reply.calls().size(), 1u);
   EXPECT_EQ(accumulated, json::array({ToolCallJson(reply.calls()[0], 0, "chatcmpl-7")}));
-  EXPECT_EQ(accumulated[0]["id"], "call_7_0");
+  EXPECT_EQ(accumulated[0]["id"].get<std::string>().size(), 9u);  // Mistral's templates demand 9
+  EXPECT_NE(ToolCallJson(reply.calls()[0], 1, "chatcmpl-7")["id"], accumulated[0]["id"]);
   EXPECT_EQ(reply.calls()[0].name, "get_weather");
   EXPECT_EQ(reply.calls()[0].arguments, arguments);
 
@@ -280,7 +284,62 @@ TEST(ToolCalls, HermesAndLlamaJsonCallsComeOutOfStreamedText) {
   EXPECT_EQ(Stream(ToolCallFormat::kLlamaJson, "It is sunny {\"a\": 1}", 2).content, "It is sunny {\"a\": 1}");
   EXPECT_EQ(Stream(ToolCallFormat::kLlamaJson, "{not a call}", 2).content, "{not a call}");
   EXPECT_EQ(ToolCallFormatOf(ChatTemplateKind::kQwen3), ToolCallFormat::kHermes);
-  EXPECT_EQ(ToolCallFormatOf(ChatTemplateKind::kMistralV03), ToolCallFormat::kNone);
+  EXPECT_EQ(ToolCallFormatOf(ChatTemplateKind::kMistralV03), ToolCallFormat::kMistral);
+}
+
+TEST(ToolCalls, MistralCallsFollowTheMarker) {
+  const std::string reply =
+      "Checking. [TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
+      "{\"name\": \"get_time\", \"arguments\": {}}]";
+  for (size_t step : {1, 5, 1000}) {
+    SCOPED_TRACE(step);
+    const ToolCallParser::Output out = Stream(ToolCallFormat::kMistral, reply, step);
+    ASSERT_EQ(out.calls.size(), 2u);
+    EXPECT_EQ(out.calls[0].name, "get_weather");
+    EXPECT_EQ(out.calls[0].arguments, "{\"city\":\"Paris\"}");
+    EXPECT_EQ(out.calls[1].arguments, "{}");
+    EXPECT_EQ(out.content, "Checking. ");
+  }
+  EXPECT_EQ(Stream(ToolCallFormat::kMistral, "[TOOL_CALLS] [{\"nom\": 1}]", 3).content, "[TOOL_CALLS] [{\"nom\": 1}]");
+  EXPECT_EQ(Stream(ToolCallFormat::kMistral, "[TOOL_CALLS] [{\"name\"", 3).content, "[TOOL_CALLS] [{\"name\"");
+  EXPECT_EQ(Stream(ToolCallFormat::kMistral, "no [TOOL calls", 2).content, "no [TOOL calls");
+}
+
+// A Mistral v0.3 model directory (tiny-llama's weights, the Mistral family tokenizer and the
+// Hub template): [TOOL_CALLS] is a special token, passed to the call parser only when the
+// request declared tools.
+TEST(ToolCalls, MistralReplyWithTheSpecialTokenBecomesCalls) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("tessera_mistral_tools_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path llama = fs::path(TESSERA_SOURCE_DIR) / "models" / "tiny-llama";
+  const fs::path data = fs::path(TESSERA_SOURCE_DIR) / "tests" / "data";
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) fs::create_symlink(llama / f, dir / f);
+  fs::copy_file(data / "tokenizer" / "families" / "mistral" / "tokenizer_config.json", dir / "tokenizer_config.json");
+  fs::copy_file(data / "chat_templates" / "mistral-v0.3.jinja", dir / "chat_template.jinja");
+  const std::unique_ptr<Model> model = Model::Load(dir.string());
+  const Tokenizer tokenizer = Tokenizer::FromFile((data / "tokenizer" / "families" / "mistral" / "tokenizer.json").string());
+  const ChatFormat format(*model, tokenizer);
+  ASSERT_EQ(format.tool_format(), ToolCallFormat::kMistral);
+  const std::vector<int32_t> ids = tokenizer.Encode("Sure.[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"x\": 1}}]");
+  ASSERT_NE(std::find(ids.begin(), ids.end(), 5), ids.end());  // [TOOL_CALLS]
+  ReplyState with(format, true, format.chat_stop_tokens(), {}, true), without(format, true, format.chat_stop_tokens(), {});
+  std::string plain;
+  for (int32_t id : ids) {
+    with.Add(id);
+    plain += without.Add(id).content;
+  }
+  with.Finish();
+  plain += without.Finish().content;
+  ASSERT_EQ(with.calls().size(), 1u);
+  EXPECT_EQ(with.calls()[0].name, "f");
+  EXPECT_EQ(with.calls()[0].arguments, "{\"x\":1}");
+  EXPECT_TRUE(without.calls().empty());
+  // Without tools the special token is skipped like any other and the JSON is content.
+  EXPECT_EQ(plain, with.content() + " [{\"name\": \"f\", \"arguments\": {\"x\": 1}}]");
+  EXPECT_NE(with.content().find("Sure."), std::string::npos);
+  fs::remove_all(dir);
 }
 
 }  // namespace

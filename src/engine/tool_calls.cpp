@@ -35,7 +35,7 @@ ToolCallFormat ToolCallFormatOf(ChatTemplateKind kind) {
     case ChatTemplateKind::kQwen25:
     case ChatTemplateKind::kQwen3: return ToolCallFormat::kHermes;
     case ChatTemplateKind::kLlama31: return ToolCallFormat::kLlamaJson;
-    case ChatTemplateKind::kMistralV03: break;
+    case ChatTemplateKind::kMistralV03: return ToolCallFormat::kMistral;
   }
   return ToolCallFormat::kNone;
 }
@@ -45,6 +45,20 @@ ToolCallParser::Output ToolCallParser::Add(const std::string& text) {
   pending_ += text;
   if (format_ == ToolCallFormat::kNone) {
     out.content = std::exchange(pending_, {});
+    return out;
+  }
+  if (format_ == ToolCallFormat::kMistral) {
+    if (after_marker_) return out;
+    const size_t marker = pending_.find(kMistralToolCallsMarker);
+    if (marker == std::string::npos) {
+      const size_t keep = PartialTail(pending_, kMistralToolCallsMarker);
+      out.content = pending_.substr(0, pending_.size() - keep);
+      pending_.erase(0, pending_.size() - keep);
+      return out;
+    }
+    out.content = pending_.substr(0, marker);
+    pending_.erase(0, marker);
+    after_marker_ = true;
     return out;
   }
   if (format_ == ToolCallFormat::kLlamaJson) {
@@ -84,6 +98,31 @@ ToolCallParser::Output ToolCallParser::Add(const std::string& text) {
 
 ToolCallParser::Output ToolCallParser::Finish() {
   Output out;
+  if (format_ == ToolCallFormat::kMistral && after_marker_) {
+    // [TOOL_CALLS] [{"name": …, "arguments": {…}}, …]: every entry must be a call, or all of it
+    // stays content.
+    const std::string_view rest = std::string_view(pending_).substr(kMistralToolCallsMarker.size());
+    const nlohmann::ordered_json list = nlohmann::ordered_json::parse(rest, nullptr, false);
+    std::vector<ToolCall> calls;
+    if (!list.is_discarded() && list.is_array() && !list.empty()) {
+      for (const nlohmann::ordered_json& entry : list) {
+        std::optional<ToolCall> call = ParseCall(entry.dump(), "arguments");
+        if (!call) {
+          calls.clear();
+          break;
+        }
+        calls.push_back(std::move(*call));
+      }
+    }
+    if (!calls.empty()) {
+      out.calls = std::move(calls);
+    } else {
+      out.content = pending_;
+    }
+    pending_.clear();
+    after_marker_ = false;
+    return out;
+  }
   if (format_ == ToolCallFormat::kLlamaJson && json_reply_) {
     if (auto call = ParseCall(pending_, "parameters")) {
       out.calls.push_back(std::move(*call));

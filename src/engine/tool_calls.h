@@ -2,7 +2,10 @@
 // write them (dense-decoders.md §8; vLLM's hermes and llama3_json tool parsers read the same):
 //   kHermes     Qwen2.5 / Qwen3: <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>, any
 //               number of blocks, text around them is content;
-//   kLlamaJson  Llama 3.1: the whole reply is one {"name": …, "parameters": {…}} object.
+//   kLlamaJson  Llama 3.1: the whole reply is one {"name": …, "parameters": {…}} object;
+//   kMistral    Mistral v0.3: text, then [TOOL_CALLS] and a JSON array of {"name": …,
+//               "arguments": {…}} objects to the end of the reply. [TOOL_CALLS] is a special
+//               token: the reply parser passes its text on (only when the request has tools).
 // The parser sits on the streamed reply text: content is passed on as soon as it cannot be part
 // of a call, a call comes out when it is complete. A block whose JSON does not parse, or has no
 // string "name", stays content (nothing the model wrote is dropped).
@@ -17,10 +20,11 @@
 
 namespace tessera {
 
-enum class ToolCallFormat { kNone, kHermes, kLlamaJson };
-// The format the family's template asks for; kNone for Mistral (its [TOOL_CALLS] marker is a
-// special token that replies do not carry as text).
+enum class ToolCallFormat { kNone, kHermes, kLlamaJson, kMistral };
+// The format the family's template asks for.
 ToolCallFormat ToolCallFormatOf(ChatTemplateKind kind);
+// The marker text of kMistral calls (the [TOOL_CALLS] token's content).
+inline constexpr std::string_view kMistralToolCallsMarker = "[TOOL_CALLS]";
 
 struct ToolCall {
   std::string name;
@@ -43,6 +47,7 @@ class ToolCallParser {
   bool in_call_ = false;
   bool decided_ = false;  // kLlamaJson: whether the reply is a JSON object has been seen
   bool json_reply_ = false;
+  bool after_marker_ = false;  // kMistral: [TOOL_CALLS] seen; the rest is held until Finish
 };
 
 }  // namespace tessera

@@ -421,8 +421,15 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
 
 namespace {
 
+// Nine alphanumerics from the reply's id and the call's index: the length Mistral's template
+// demands of the ids that clients send back, and unique within the server's replies.
 std::string CallId(const std::string& reply_id, size_t index) {
-  return StrCat("call_", reply_id.substr(reply_id.find('-') + 1), "_", index);
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a
+  for (unsigned char c : StrCat(reply_id, "/", index)) h = (h ^ c) * 0x100000001B3ull;
+  constexpr std::string_view kDigits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::string id;
+  for (int i = 0; i < 9; ++i, h /= kDigits.size()) id += kDigits[h % kDigits.size()];
+  return id;
 }
 
 }  // namespace
@@ -445,6 +452,9 @@ ReplyParser::ReplyParser(const ChatFormat& format, bool chat, std::vector<int32_
     : format_(format), chat_(chat), stops_(std::move(stop_tokens)), decoder_(format.tokenizer()), tools_(tools) {
   if (chat_ && format.harmony()) harmony_ = std::make_unique<HarmonyParser>(*format.harmony_encoding());
   if (chat_ && format.thinks()) think_ = std::make_unique<ThinkSplitter>(true);
+  if (chat_ && format.tool_format() == ToolCallFormat::kMistral) {
+    mistral_calls_token_ = format.tokenizer().TokenId(kMistralToolCallsMarker).value_or(-1);
+  }
 }
 
 void ReplyParser::OpenCall(size_t message, const std::string& recipient, Piece& piece) {
@@ -484,6 +494,10 @@ ReplyParser::Piece ReplyParser::Add(int32_t token) {
   }
   const Tokenizer& tokenizer = format_.tokenizer();
   if (std::find(stops_.begin(), stops_.end(), token) != stops_.end()) return piece;
+  if (tools_ && token == mistral_calls_token_) {
+    piece.content = std::string(kMistralToolCallsMarker);  // for the tool-call parser behind
+    return piece;
+  }
   if (!tokenizer.Contains(token) || tokenizer.IsSpecial(token)) return piece;  // skip_special_tokens
   const std::string text = decoder_.Add(token);
   if (think_) {

@@ -130,7 +130,7 @@ struct ToolCallDelta {
 };
 
 // A finished call as the reply message lists it: {id, type: function, function: {name,
-// arguments}}; the id is made of the reply's id and the call's index.
+// arguments}}; the id (9 alphanumerics) is made of the reply's id and the call's index.
 ApiJson ToolCallJson(const ToolCall& call, size_t index, const std::string& reply_id);
 // One streamed piece of a call as a chunk's delta carries it: the first piece has the index, id,
 // type and name (it opens the call), later ones the index and more of the arguments, which
@@ -161,6 +161,7 @@ class ReplyParser {
   std::unique_ptr<HarmonyParser> harmony_;
   std::unique_ptr<ThinkSplitter> think_;
   bool tools_ = false;
+  int32_t mistral_calls_token_ = -1;     // [TOOL_CALLS], passed on as text when tools_
   size_t calls_ = 0;                     // harmony tool calls opened so far
   size_t call_message_ = SIZE_MAX;       // message index of the last opened call
   size_t messages_seen_ = 0;             // closed harmony messages checked for calls

@@ -97,7 +97,8 @@ int64_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 
 }  // namespace
 
-BatchEngine::BatchEngine(const Model& model, const BatchEngineOptions& options) : model_(model), options_(options) {
+BatchEngine::BatchEngine(const Model& model, const BatchEngineOptions& options)
+    : model_(model), bytes_(DecodeBytesOf(model.config(), model.options())), options_(options) {
   if (options.slots < 1 || options.slots > 1024) Fail("serve: --parallel ", options.slots, " must lie in [1, 1024]");
   if (options.context < 2) Fail("serve: the context ", options.context, " must be at least 2");
   if (options.token_budget < 1) Fail("serve: the step token budget ", options.token_budget, " must be at least 1");
@@ -338,8 +339,23 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double step_bytes = 0.0, experts = 0.0;
+  if (prefill_tokens == 0 && failure.empty()) {
+    experts = model_.last_forward_experts_per_layer();
+    step_bytes = bytes_.Bytes(decode_tokens, experts);
+    const size_t kv_element = options_.kv_type == KvType::kBF16 ? 2 : 4;
+    for (const ForwardSequence& s : batch) {
+      step_bytes += model_.DecodeBytes(s.start, kv_element) - model_.DecodeBytes(s.start, 0);
+    }
+  }
   lock.lock();
 
+  if (prefill_tokens == 0 && failure.empty()) {
+    ++stats_.decode_steps;
+    stats_.decode_step_seconds += seconds;
+    stats_.decode_step_bytes += step_bytes;
+    stats_.decode_step_experts += experts;
+  }
   ++stats_.steps;
   const double total = static_cast<double>(decode_tokens + prefill_tokens);
   stats_.decode_seconds += seconds * static_cast<double>(decode_tokens) / total;

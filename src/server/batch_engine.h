@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "model/model.h"
 
 namespace tessera {
@@ -109,6 +110,12 @@ struct BatchEngineStats {
   int64_t steps = 0;
   double prefill_seconds = 0.0, decode_seconds = 0.0;  // step time split by the tokens it ran
   int64_t prefill_tokens_run = 0, decode_tokens_run = 0;
+  // Steps that only decoded (no prompt chunk): their count, time, the bytes they had to read
+  // (engine/speculative.h's DecodeByteModel with the distinct experts the model counted, plus
+  // each sequence's KV rows) and the distinct experts per MoE layer, summed. Over a measured
+  // read bandwidth, bytes / seconds is the fraction of the roofline the steps ran at.
+  int64_t decode_steps = 0;
+  double decode_step_seconds = 0.0, decode_step_bytes = 0.0, decode_step_experts = 0.0;
 };
 
 class BatchEngine {
@@ -143,6 +150,7 @@ class BatchEngine {
   void UpdateGauges();
 
   const Model& model_;
+  DecodeByteModel bytes_;  // what a decode step must read (for the roofline stats)
   BatchEngineOptions options_;
   std::vector<std::unique_ptr<Slot>> slots_;
   mutable std::mutex mutex_;

@@ -179,6 +179,13 @@ void ApiServer::Routes() {
            s.prefill_seconds > 0 ? static_cast<double>(s.prefill_tokens_run) / s.prefill_seconds : 0.0);
     metric("decode_tokens_per_second", "gauge", "Decode tokens per second of step time, since start.",
            s.decode_seconds > 0 ? static_cast<double>(s.decode_tokens_run) / s.decode_seconds : 0.0);
+    metric("decode_steps_total", "counter", "Steps that only decoded (no prompt chunk).", static_cast<double>(s.decode_steps));
+    metric("decode_step_seconds_total", "counter", "Time of the decode-only steps.", s.decode_step_seconds);
+    metric("decode_step_bytes_total", "counter",
+           "Bytes the decode-only steps had to read (weights once per step, the distinct experts routed to, KV rows).",
+           s.decode_step_bytes);
+    metric("decode_step_experts_per_layer_total", "counter",
+           "Distinct experts per MoE layer of the decode-only steps, summed (0 for dense models).", s.decode_step_experts);
     {
       std::lock_guard<std::mutex> lock(metrics_->mutex);
       out += "# HELP tessera:http_requests_total HTTP requests by route and status.\n"

@@ -86,6 +86,60 @@ TEST(BatchEngine, RepliesEqualTheSameRequestsRunAlone) {
   EXPECT_LT(s.steps, s.decode_tokens_run + s.prefill_tokens_run);
 }
 
+// --spec ngram per sequence: the same tokens as plain decoding (greedy and seeded sampling), with
+// drafts verified and some confirmed on prompts that repeat themselves; the decode-only steps
+// are counted with the bytes they had to read.
+TEST(BatchEngine, SpecNgramKeepsEveryReplyAndConfirmsDrafts) {
+  const auto model = Model::Load(kLlama);
+  const Tokenizer tokenizer = Tokenizer::FromModelDir(kLlama);
+  const std::vector<int32_t> eos = {static_cast<int32_t>(model->config().eos_token_ids.at(0))};
+  const std::string code = "def add(a, b):\n    return a + b\n\n\ndef add(a, b):\n    return a + b\n\n\ndef add(";
+  const std::vector<Case> cases = {{code, 0.0f, 1, 40},
+                                   {"for i in range(10):\n    print(i)\nfor i in range(10):\n    print(", 0.0f, 2, 33},
+                                   {code + "a, b):\n    return", 0.9f, 3, 36},
+                                   {"import os\nimport sys\nimport os\nimport", 0.7f, 4, 25}};
+  auto run = [&](bool spec, BatchEngineStats* stats) {
+    BatchEngineOptions options;
+    options.slots = 4;
+    options.context = 256;
+    options.token_budget = 64;
+    if (spec) {
+      options.spec.method = SpecMethod::kNgram;
+      options.spec.k = 4;
+      options.spec_rows = 10;
+    }
+    BatchEngine engine(*model, options);
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (const Case& c : cases) {
+      EngineRequest r;
+      r.prompt = tokenizer.EncodeWithTemplate(c.text);
+      r.sampling.temperature = c.temperature;
+      r.sampling.seed = c.seed;
+      r.max_tokens = c.max_tokens;
+      r.stop_tokens = eos;
+      handles.push_back(engine.Submit(r));
+    }
+    std::vector<std::vector<int32_t>> replies;
+    for (auto& h : handles) replies.push_back(Collect(*h));
+    if (stats) *stats = engine.stats();
+    return replies;
+  };
+  BatchEngineStats with_spec;
+  const auto plain = run(false, nullptr);
+  const auto speculative = run(true, &with_spec);
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(speculative[i], plain[i]) << cases[i].text;
+  EXPECT_GT(with_spec.spec_drafted, 0);
+  EXPECT_GT(with_spec.spec_accepted, 0);
+  EXPECT_LE(with_spec.spec_accepted, with_spec.spec_drafted);
+  int64_t generated = 0;
+  for (const auto& r : plain) generated += static_cast<int64_t>(r.size());
+  EXPECT_EQ(with_spec.generated_tokens, generated);
+  EXPECT_LT(with_spec.steps, generated);  // confirmed drafts saved steps
+  EXPECT_GT(with_spec.decode_steps, 0);
+  EXPECT_GT(with_spec.decode_step_bytes, 0.0);
+  EXPECT_EQ(with_spec.decode_step_experts, 0.0);  // a dense model
+}
+
 TEST(BatchEngine, CancelFreesTheSlotAndAFullQueueRefuses) {
   const auto model = Model::Load(kLlama);
   BatchEngineOptions options;

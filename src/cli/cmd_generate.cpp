@@ -27,6 +27,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/spec_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/chat_template.h"
@@ -59,16 +60,7 @@ struct RunArgs {
   bool json = false;
   bool show_analysis = false;
   ModelArgs model_args;
-  // Speculative decoding (engine/speculative.h). The option pointers tell which were given.
-  std::string spec = "none";
-  int64_t spec_k = kDefaultSpecK;
-  int64_t spec_min_n = kDefaultNgramMinN;
-  int64_t spec_max_n = kDefaultNgramMaxN;
-  bool spec_fixed_k = false;
-  CLI::Option* spec_k_opt = nullptr;
-  CLI::Option* spec_min_n_opt = nullptr;
-  CLI::Option* spec_max_n_opt = nullptr;
-  CLI::Option* spec_fixed_k_opt = nullptr;
+  SpecArgs spec;  // --spec flags
 };
 
 void AddRunOptions(CLI::App* cmd, RunArgs& a) {
@@ -98,46 +90,7 @@ void AddRunOptions(CLI::App* cmd, RunArgs& a) {
   cmd->add_flag("--no-think", a.no_think, "Qwen3: render the prompt with enable_thinking false");
   cmd->add_flag("--show-analysis", a.show_analysis, "also print the analysis channel (chain of thought)");
   AddModelOptions(cmd, a.model_args, "fast");
-  cmd->add_option("--spec", a.spec, "speculative decoding: ngram (drafts copied from the prompt and output) or none")
-      ->capture_default_str();
-  a.spec_k_opt =
-      cmd->add_option("--spec-k", a.spec_k, "most drafted tokens per step (the cost model picks 0..K each step)")
-          ->capture_default_str();
-  a.spec_min_n_opt = cmd->add_option("--spec-min-n", a.spec_min_n, "shortest suffix n-gram matched for a draft")
-                         ->capture_default_str();
-  a.spec_max_n_opt =
-      cmd->add_option("--spec-max-n", a.spec_max_n, "longest suffix n-gram matched (the longest match wins)")
-          ->capture_default_str();
-  a.spec_fixed_k_opt = cmd->add_flag("--spec-fixed-k", a.spec_fixed_k,
-                                     "draft every token available up to K (no cost model)");
-}
-
-// --spec options -> SpecOptions, with one-line errors naming the flags. When only one of
-// --spec-min-n / --spec-max-n is given, the other keeps its default unless the two would cross;
-// then it takes the given value (as vLLM sets the missing one to the given one).
-SpecOptions ParseSpecArgs(const RunArgs& a) {
-  SpecOptions o;
-  if (a.spec != "ngram" && a.spec != "none") Fail("unknown --spec method '", a.spec, "' (expected ngram or none)");
-  o.method = ParseSpecMethod(a.spec);
-  if (o.method == SpecMethod::kNone) {
-    for (const CLI::Option* opt : {a.spec_k_opt, a.spec_min_n_opt, a.spec_max_n_opt, a.spec_fixed_k_opt}) {
-      if (opt->count() > 0) Fail(opt->get_name(), " needs --spec ngram");
-    }
-    return o;
-  }
-  if (a.spec_k < 0) Fail("--spec-k must be >= 0 (got ", a.spec_k, ")");
-  if (a.spec_min_n < 1) Fail("--spec-min-n must be >= 1 (got ", a.spec_min_n, ")");
-  if (a.spec_max_n < 1) Fail("--spec-max-n must be >= 1 (got ", a.spec_max_n, ")");
-  o.k = a.spec_k;
-  o.min_n = a.spec_min_n;
-  o.max_n = a.spec_max_n;
-  const bool min_given = a.spec_min_n_opt->count() > 0, max_given = a.spec_max_n_opt->count() > 0;
-  if (min_given && !max_given) o.max_n = std::max(o.max_n, o.min_n);
-  if (max_given && !min_given) o.min_n = std::min(o.min_n, o.max_n);
-  if (o.min_n > o.max_n) Fail("--spec-min-n ", o.min_n, " is larger than --spec-max-n ", o.max_n);
-  o.adaptive = !a.spec_fixed_k;
-  ValidateSpecOptions(o);
-  return o;
+  AddSpecOptions(cmd, a.spec);
 }
 
 constexpr int64_t kDefaultContext = 4096;
@@ -153,7 +106,7 @@ struct Session {
 };
 
 Session Open(const RunArgs& a) {
-  const SpecOptions spec = ParseSpecArgs(a);  // before the (slow) load
+  const SpecOptions spec = ParseSpecArgs(a.spec);  // before the (slow) load
   const ModelOptions options = ToModelOptions(a.model_args);
   auto model = Model::Load(a.model, options);
   Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());

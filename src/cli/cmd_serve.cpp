@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/spec_options.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "server/batch_engine.h"
@@ -35,12 +36,17 @@ struct ServeArgs {
   float temperature = -1.0f, top_p = -1.0f, min_p = -1.0f;
   int64_t top_k = -1;
   ModelArgs model_args;
+  SpecArgs spec;
+  int64_t spec_rows = 8;
+  CLI::Option* spec_rows_opt = nullptr;
 };
 
 void RunServe(const ServeArgs& a) {
   if (a.model_args.tp > 1) Fail("serve: --tp is not supported by the server yet; run it in one process");
   if (a.port < 0 || a.port > 65535) Fail("serve: --port ", a.port, " must lie in [0, 65535]");
   if (a.max_body_mib < 1) Fail("serve: --max-body ", a.max_body_mib, " MiB must be at least 1");
+  const SpecOptions spec = ParseSpecArgs(a.spec);  // before the (slow) load
+  if (spec.method == SpecMethod::kNone && a.spec_rows_opt->count() > 0) Fail("--spec-rows needs --spec ngram");
   // Block the shutdown signals in every thread; one thread waits for them.
   sigset_t signals;
   sigemptyset(&signals);
@@ -59,6 +65,8 @@ void RunServe(const ServeArgs& a) {
   eo.kv_type = ParseKvType(a.kv_type);
   eo.token_budget = a.batch_tokens;
   eo.max_waiting = a.queue;
+  eo.spec = spec;
+  eo.spec_rows = a.spec_rows;
   BatchEngine engine(*model, eo);
 
   ServerOptions so;
@@ -128,6 +136,10 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--top-k", args->top_k, "default top-k (0: off)");
   cmd->add_option("--min-p", args->min_p, "default min-p");
   AddModelOptions(cmd, args->model_args, "fast");
+  AddSpecOptions(cmd, args->spec);
+  args->spec_rows_opt = cmd->add_option("--spec-rows", args->spec_rows,
+                                        "--spec ngram: drafts are added while a step's decode rows stay within this")
+                            ->capture_default_str();
   cmd->callback([args] { RunServe(*args); });
 }
 

@@ -63,6 +63,10 @@ struct BatchEngine::Sequence {
   int64_t computed = 0;         // positions of `tokens` in the slot's cache
   int64_t generated = 0;
   std::vector<float> logits;
+  // --spec ngram
+  std::unique_ptr<NgramIndex> ngram;       // the history drafts are copied from
+  std::unique_ptr<SpecController> spec;    // the draft length per step
+  std::vector<int32_t> feed;               // a decode step's input: the last token, then drafts
   Sequence(std::shared_ptr<RequestHandle> h, EngineRequest r)
       : handle(std::move(h)), request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {}
   int64_t prompt_size() const { return static_cast<int64_t>(request.prompt.size()); }
@@ -71,7 +75,7 @@ struct BatchEngine::Sequence {
 namespace {
 
 // The raw log-softmax of `logits` at `chosen` and its `top` largest entries (ties: lower id).
-void Logprobs(const std::vector<float>& logits, int32_t chosen, int top, TokenEvent& event) {
+void Logprobs(std::span<const float> logits, int32_t chosen, int top, TokenEvent& event) {
   float max = -INFINITY;
   for (float v : logits) max = std::max(max, v);
   double sum = 0.0;
@@ -103,6 +107,11 @@ BatchEngine::BatchEngine(const Model& model, const BatchEngineOptions& options)
   if (options.context < 2) Fail("serve: the context ", options.context, " must be at least 2");
   if (options.token_budget < 1) Fail("serve: the step token budget ", options.token_budget, " must be at least 1");
   if (options.max_waiting < 0) Fail("serve: the queue length ", options.max_waiting, " must not be negative");
+  if (options.spec.method != SpecMethod::kNone) {
+    ValidateSpecOptions(options.spec);
+    if (options.spec_rows < 1) Fail("serve: --spec-rows ", options.spec_rows, " must be at least 1");
+    spec_cost_ = options.spec.cost.empty() ? ByteCostRatios(bytes_, options.spec.k) : options.spec.cost;
+  }
   for (int64_t i = 0; i < options.slots; ++i) {
     slots_.push_back(std::make_unique<Slot>(model.cache_config(), options.context, options.kv_type));
   }
@@ -213,6 +222,11 @@ void BatchEngine::Admit() {
       Finish(*owned, FinishReason::kError, e.what());
       continue;
     }
+    if (options_.spec.method == SpecMethod::kNgram) {
+      owned->ngram = std::make_unique<NgramIndex>(options_.spec.min_n, options_.spec.max_n);
+      owned->ngram->Append(owned->request.prompt);
+      owned->spec = std::make_unique<SpecController>(options_.spec.k, options_.spec.adaptive, spec_cost_, true);
+    }
     best->busy = true;
     owned->slot = best;
     owned->computed = best_keep;
@@ -261,21 +275,38 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   UpdateGauges();
   if (running_.empty()) return;
 
-  // 3. The batch: decodes first, then prompt chunks within the budget.
+  // 3. The batch: decodes first (each with its drafts, while spare rows last), then prompt
+  // chunks within the budget.
   std::vector<ForwardSequence> batch;
   std::vector<Sequence*> members;
   std::vector<int64_t> fed;
-  int64_t budget = options_.token_budget, decode_tokens = 0, prefill_tokens = 0;
+  int64_t budget = options_.token_budget, decode_tokens = 0, decode_rows = 0, prefill_tokens = 0;
+  for (auto& seq : running_) decode_tokens += seq->computed >= seq->prompt_size();
+  int64_t spare_rows = options_.spec_rows - decode_tokens;
+  std::vector<int32_t> drafts;
   for (auto& seq : running_) {
     if (seq->computed < seq->prompt_size()) continue;
-    // Decoding: the last sampled token, at the next position.
-    batch.push_back({std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(seq->computed), 1),
-                     seq->computed, &seq->slot->cache, LogitsMode::kLast, &seq->logits});
+    // Decoding: the last sampled token at the next position, then any drafts after it.
+    seq->feed.assign(1, seq->tokens.back());
+    if (seq->ngram && spare_rows > 0 && budget > 1) {
+      int64_t room = std::min({options_.spec.k, spare_rows, budget - 1});
+      if (seq->request.max_tokens >= 0) room = std::min(room, seq->request.max_tokens - seq->generated - 1);
+      if (room > 0) {
+        seq->ngram->Propose(room, options_.context, drafts);
+        const int64_t k = seq->spec->Choose(static_cast<int64_t>(drafts.size()));
+        seq->feed.insert(seq->feed.end(), drafts.begin(), drafts.begin() + k);
+        spare_rows -= k;
+      }
+    }
+    const int64_t rows = static_cast<int64_t>(seq->feed.size());
+    batch.push_back({seq->feed, seq->computed, &seq->slot->cache, rows > 1 ? LogitsMode::kAll : LogitsMode::kLast,
+                     &seq->logits});
     members.push_back(seq.get());
-    fed.push_back(1);
-    --budget;
-    ++decode_tokens;
+    fed.push_back(rows);
+    budget -= rows;
+    decode_rows += rows;
   }
+  const size_t decoders = members.size();
   for (auto& seq : running_) {
     if (seq->computed >= seq->prompt_size() || budget <= 0) continue;
     const int64_t chunk = std::min(budget, seq->prompt_size() - seq->computed);
@@ -293,9 +324,10 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   // 4. The forward pass, without the lock (Submit and stats go on meanwhile).
   lock.unlock();
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::optional<TokenEvent>> sampled(members.size());
+  std::vector<std::vector<TokenEvent>> sampled(members.size());
   std::vector<FinishReason> ends(members.size(), FinishReason::kNone);
   std::vector<std::string> errors(members.size());
+  std::vector<int64_t> accepted(members.size(), 0);
   std::string failure;
   try {
     model_.ForwardBatch(batch);
@@ -304,6 +336,7 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   } catch (const std::exception& e) {
     failure = StrCat("internal error: ", e.what());
   }
+  const int64_t vocab = model_.vocab_size();
   for (size_t i = 0; i < members.size(); ++i) {
     Sequence& seq = *members[i];
     if (!failure.empty()) {
@@ -314,25 +347,52 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
       seq.slot->cached.resize(std::min(seq.slot->cached.size(), static_cast<size_t>(seq.slot->cache.length())));
       continue;
     }
-    // The slot's cache held tokens [0, computed); it now holds the fed ones too.
-    seq.slot->cached.insert(seq.slot->cached.end(), seq.tokens.begin() + seq.computed,
-                            seq.tokens.begin() + seq.computed + fed[i]);
-    seq.computed += fed[i];
-    if (seq.computed < seq.prompt_size()) continue;  // prompt not complete yet
+    const int64_t start = seq.computed;
+    int64_t keep = fed[i];  // positions of this step that stay in the cache
+    if (i >= decoders) {
+      seq.computed += fed[i];
+      seq.slot->cached.insert(seq.slot->cached.end(), seq.tokens.begin() + start, seq.tokens.begin() + seq.computed);
+      if (seq.computed < seq.prompt_size()) continue;  // prompt not complete yet
+    }
     try {
-      TokenEvent event;
-      event.token = seq.sampler.Sample(seq.logits);
-      if (seq.request.top_logprobs >= 0) Logprobs(seq.logits, event.token, seq.request.top_logprobs, event);
-      seq.tokens.push_back(event.token);
-      ++seq.generated;
-      const auto& stops = seq.request.stop_tokens;
-      if (std::find(stops.begin(), stops.end(), event.token) != stops.end()) {
-        ends[i] = FinishReason::kStop;
-      } else if ((seq.request.max_tokens >= 0 && seq.generated >= seq.request.max_tokens) ||
-                 static_cast<int64_t>(seq.tokens.size()) > options_.context) {
-        ends[i] = FinishReason::kLength;  // the next token would not fit the context
+      // Row r of the logits is the distribution after feed[0..r]; the drafts are feed[1..].
+      const std::span<const int32_t> step_drafts =
+          i < decoders ? std::span<const int32_t>(seq.feed).subspan(1) : std::span<const int32_t>();
+      TokenEvent pending;
+      auto target = [&](int64_t row) {
+        const std::span<const float> logits =
+            std::span<const float>(seq.logits).subspan(static_cast<size_t>(row * vocab), static_cast<size_t>(vocab));
+        pending = TokenEvent{};
+        pending.token = seq.sampler.Sample(logits);
+        if (seq.request.top_logprobs >= 0) Logprobs(logits, pending.token, seq.request.top_logprobs, pending);
+        return pending.token;
+      };
+      auto emit = [&](int32_t token) {
+        seq.tokens.push_back(token);
+        if (seq.ngram) seq.ngram->Append(token);
+        ++seq.generated;
+        sampled[i].push_back(std::move(pending));
+        const auto& stops = seq.request.stop_tokens;
+        if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+          ends[i] = FinishReason::kStop;
+        } else if ((seq.request.max_tokens >= 0 && seq.generated >= seq.request.max_tokens) ||
+                   static_cast<int64_t>(seq.tokens.size()) > options_.context) {
+          ends[i] = FinishReason::kLength;  // the next token would not fit the context
+        }
+        return ends[i] == FinishReason::kNone;
+      };
+      const VerifyResult verified = VerifyDrafts(step_drafts, target, emit);
+      if (i < decoders) {
+        // Of the fed rows, the last token and the accepted drafts stay; the rest is rolled back.
+        keep = verified.emitted;
+        if (keep < fed[i]) seq.slot->cache.Truncate(start + keep);
+        seq.slot->cached.insert(seq.slot->cached.end(), seq.feed.begin(), seq.feed.begin() + keep);
+        seq.computed = start + keep;
+        accepted[i] = verified.accepted;
+        if (!step_drafts.empty() && ends[i] == FinishReason::kNone) {
+          seq.spec->RecordOutcome(static_cast<int64_t>(step_drafts.size()), verified.accepted);
+        }
       }
-      sampled[i] = std::move(event);
     } catch (const Error& e) {
       ends[i] = FinishReason::kError;  // e.g. NaN logits: this sequence only
       errors[i] = e.what();
@@ -342,7 +402,7 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   double step_bytes = 0.0, experts = 0.0;
   if (prefill_tokens == 0 && failure.empty()) {
     experts = model_.last_forward_experts_per_layer();
-    step_bytes = bytes_.Bytes(decode_tokens, experts);
+    step_bytes = bytes_.Bytes(decode_rows, experts);
     const size_t kv_element = options_.kv_type == KvType::kBF16 ? 2 : 4;
     for (const ForwardSequence& s : batch) {
       step_bytes += model_.DecodeBytes(s.start, kv_element) - model_.DecodeBytes(s.start, 0);
@@ -357,18 +417,22 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
     stats_.decode_step_experts += experts;
   }
   ++stats_.steps;
-  const double total = static_cast<double>(decode_tokens + prefill_tokens);
-  stats_.decode_seconds += seconds * static_cast<double>(decode_tokens) / total;
+  const double total = static_cast<double>(decode_rows + prefill_tokens);
+  stats_.decode_seconds += seconds * static_cast<double>(decode_rows) / total;
   stats_.prefill_seconds += seconds * static_cast<double>(prefill_tokens) / total;
-  stats_.decode_tokens_run += decode_tokens;
   stats_.prefill_tokens_run += prefill_tokens;
   for (size_t i = 0; i < members.size(); ++i) {
     Sequence& seq = *members[i];
-    if (sampled[i]) {
-      ++stats_.generated_tokens;
+    if (i < decoders) {
+      stats_.decode_tokens_run += static_cast<int64_t>(sampled[i].size());
+      stats_.spec_drafted += fed[i] - 1;
+      stats_.spec_accepted += accepted[i];
+    }
+    if (!sampled[i].empty()) {
+      stats_.generated_tokens += static_cast<int64_t>(sampled[i].size());
       {
         std::lock_guard<std::mutex> hl(seq.handle->mutex_);
-        seq.handle->events_.push_back(std::move(*sampled[i]));
+        for (TokenEvent& e : sampled[i]) seq.handle->events_.push_back(std::move(e));
         seq.handle->generated_ = seq.generated;
       }
       seq.handle->cv_.notify_all();

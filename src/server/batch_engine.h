@@ -13,7 +13,9 @@
 //      sequences still prefilling, oldest first, while the step's token budget lasts;
 //   4. one ForwardBatch; every sequence whose prompt is complete samples its next token with its
 //      own Sampler (its own seed), and stops on its stop tokens, its token limit or the end of
-//      its context.
+//      its context. With --spec ngram a decoding sequence may feed drafts after its last token;
+//      it then emits the accepted ones and the target's token, and the rejected positions are
+//      rolled back from its cache.
 // Each sequence gets bit for bit the tokens it would get alone (the kernels are batch-invariant,
 // model.h ForwardBatch), so batching changes no reply.
 //
@@ -46,6 +48,16 @@ struct BatchEngineOptions {
   KvType kv_type = KvType::kF32;
   int64_t token_budget = 512;   // tokens per step (decode tokens first, then prompt chunks)
   int64_t max_waiting = 64;     // queued requests beyond the running ones
+  // --spec ngram per sequence: each decoding sequence may add drafts copied from its own history
+  // (engine/ngram.h) and verify them in the same step (engine/speculative.h: the tokens are the
+  // ones plain decoding gives, for greedy and for seeded sampling alike). Drafts are added only
+  // while the step's decode rows stay within spec_rows: a decode step reads every weight once
+  // whatever its rows, so extra rows are nearly free while the kernels are bound by the reads
+  // (few rows) and cost compute once they are not. Each sequence's SpecController picks k from
+  // its own acceptance and the byte-model cost (DecodeByteModel), not from step times, which
+  // belong to the whole batch.
+  SpecOptions spec;
+  int64_t spec_rows = 8;
 };
 
 struct EngineRequest {
@@ -116,6 +128,7 @@ struct BatchEngineStats {
   // read bandwidth, bytes / seconds is the fraction of the roofline the steps ran at.
   int64_t decode_steps = 0;
   double decode_step_seconds = 0.0, decode_step_bytes = 0.0, decode_step_experts = 0.0;
+  int64_t spec_drafted = 0, spec_accepted = 0;  // --spec ngram: drafts verified / confirmed
 };
 
 class BatchEngine {
@@ -151,6 +164,7 @@ class BatchEngine {
 
   const Model& model_;
   DecodeByteModel bytes_;  // what a decode step must read (for the roofline stats)
+  std::vector<double> spec_cost_;  // c(0..k) of one more row per draft: options or the byte model
   BatchEngineOptions options_;
   std::vector<std::unique_ptr<Slot>> slots_;
   mutable std::mutex mutex_;

@@ -186,6 +186,10 @@ void ApiServer::Routes() {
            s.decode_step_bytes);
     metric("decode_step_experts_per_layer_total", "counter",
            "Distinct experts per MoE layer of the decode-only steps, summed (0 for dense models).", s.decode_step_experts);
+    metric("spec_decode_num_draft_tokens_total", "counter", "--spec ngram: drafted tokens verified.",
+           static_cast<double>(s.spec_drafted));
+    metric("spec_decode_num_accepted_tokens_total", "counter", "--spec ngram: drafted tokens the model confirmed.",
+           static_cast<double>(s.spec_accepted));
     {
       std::lock_guard<std::mutex> lock(metrics_->mutex);
       out += "# HELP tessera:http_requests_total HTTP requests by route and status.\n"

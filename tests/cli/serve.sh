@@ -2,7 +2,7 @@
 # `tessera serve` over loopback with curl (serving.md §3, §4, §8): the routes, non-streaming and
 # SSE replies (role chunk first, usage chunk with no choices, [DONE]), the OpenAI error object for
 # bad requests (400, 404, 413, 401), concurrent requests batched with no sequence left running,
-# a client that disconnects mid-stream, and SIGTERM ending the process with exit 0.
+# a client that disconnects mid-stream, SIGTERM ending the process with exit 0, and --spec ngram.
 # Usage: serve.sh <tessera-binary> <source-dir>
 set -u
 source "$(dirname "$0")/lib/common.bash" "$@"
@@ -53,9 +53,9 @@ grep -q '"cached_tokens":[1-9]' "$WORK/body" || fail "the repeated prompt was no
 
 curl -sN -H 'Content-Type: application/json' "$URL/v1/chat/completions" \
   -d '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":6,"stream":true,"stream_options":{"include_usage":true}}' >"$WORK/sse"
-head -1 "$WORK/sse" | grep -q '"delta":{"content":"","role":"assistant"}' || fail "sse: first chunk: $(head -1 "$WORK/sse")"
+head -1 "$WORK/sse" | grep -q '"delta":{"role":"assistant","content":""}' || fail "sse: first chunk: $(head -1 "$WORK/sse")"
 grep -q '"finish_reason":"length"' "$WORK/sse" || fail "sse: no finish chunk"
-grep -q '"choices":\[\],.*"usage":{"completion_tokens":6' "$WORK/sse" || fail "sse: no usage chunk: $(tail -5 "$WORK/sse")"
+grep -q '"choices":\[\],"usage":{"prompt_tokens":[0-9]*,"completion_tokens":6' "$WORK/sse" || fail "sse: no usage chunk: $(tail -5 "$WORK/sse")"
 [ "$(grep -v '^$' "$WORK/sse" | tail -1)" = "data: [DONE]" ] || fail "sse: does not end with [DONE]"
 grep -v '^$' "$WORK/sse" | grep -qv '^data: ' && fail "sse: a line that is not a data event"
 
@@ -139,5 +139,18 @@ expect_status "keyed chat without a key" 401
 kill -TERM "$PID"
 wait "$PID" || fail "keyed server: exit $?"
 
+# --spec ngram: a reply that copies from its prompt confirms drafts (/metrics counts them).
+start_server spec -m "$SRC/models/tiny-llama" --parallel 2 -c 256 --spec ngram --spec-k 4
+post /v1/completions '{"prompt":"def add(a, b):\n    return a + b\n\n\ndef add(a, b):\n    return a + b\n\n\ndef add(","max_tokens":40,"temperature":0}'
+expect_status "spec completion" 200
+drafted=$(metric spec_decode_num_draft_tokens_total)
+accepted=$(metric spec_decode_num_accepted_tokens_total)
+awk -v d="$drafted" -v a="$accepted" 'BEGIN { exit !(d > 0 && a > 0 && a <= d) }' ||
+  fail "spec: drafted $drafted, accepted $accepted"
+kill -TERM "$PID"
+wait "$PID" || fail "spec server: exit $?"
+
 run_err "serve: bad port" "--port 70000 must lie in [0, 65535]" "$BIN" serve -m "$SRC/models/tiny-llama" --port 70000
+run_err "serve: spec rows without spec" "--spec-rows needs --spec ngram" "$BIN" serve -m "$SRC/models/tiny-llama" --spec-rows 4
+run_err "serve: spec k without spec" "--spec-k needs --spec ngram" "$BIN" serve -m "$SRC/models/tiny-llama" --spec-k 4
 finish serve

@@ -12,6 +12,7 @@ packages=(
   openmpi-bin libopenmpi-dev  # dist/: tensor parallelism over MPI (mpirun in the tests)
   iproute2                    # network namespaces for the multi-host MPI tests and benchmarks
   libcpp-httplib-dev curl     # tessera serve (HTTP) and its tests
+  procps                      # pgrep (the --tp serve test signals mpirun itself)
   python3-venv chromium       # the serve tests: the openai client venv, the chat page in headless Chromium
 )
 

@@ -13,6 +13,7 @@
 #include "cli/spec_options.h"
 #include "core/error.h"
 #include "model/model.h"
+#include "model/tensor_parallel.h"
 #include "server/batch_engine.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -42,7 +43,6 @@ struct ServeArgs {
 };
 
 void RunServe(const ServeArgs& a) {
-  if (a.model_args.tp > 1) Fail("serve: --tp is not supported by the server yet; run it in one process");
   if (a.port < 0 || a.port > 65535) Fail("serve: --port ", a.port, " must lie in [0, 65535]");
   if (a.max_body_mib < 1) Fail("serve: --max-body ", a.max_body_mib, " MiB must be at least 1");
   const SpecOptions spec = ParseSpecArgs(a.spec);  // before the (slow) load
@@ -56,7 +56,6 @@ void RunServe(const ServeArgs& a) {
 
   const ModelOptions options = ToModelOptions(a.model_args);
   const auto model = Model::Load(a.model, options);
-  const Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
   BatchEngineOptions eo;
   eo.slots = a.parallel;
   eo.context = a.context;
@@ -67,6 +66,13 @@ void RunServe(const ServeArgs& a) {
   eo.max_waiting = a.queue;
   eo.spec = spec;
   eo.spec_rows = a.spec_rows;
+  if (options.tp && options.tp->rank() != 0) {
+    // --tp: this rank runs rank 0's step plans on its shard until rank 0 stops (its SIGTERM
+    // ends the job through rank 0; the signals stay blocked here).
+    BatchEngine::Follow(*model, eo);
+    return;
+  }
+  const Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
   BatchEngine engine(*model, eo);
 
   ServerOptions so;

@@ -147,6 +147,15 @@ void CheckMpi(int rc, std::string_view what) {
   if (rc != MPI_SUCCESS) Fail(what, ": ", MpiErrorString(rc));
 }
 
+bool MpiAllowsOtherThreads() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return true;
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  return level >= MPI_THREAD_SERIALIZED;
+}
+
 bool StartedByMpiLauncher() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
     if (std::getenv(name) != nullptr) return true;

@@ -122,6 +122,11 @@ const Communicator& World();
 // otherwise a tessera::Error "<what>: <MPI's error string>" on one line.
 void CheckMpi(int rc, std::string_view what);
 
+// Whether a thread other than the one that initialised MPI may call it (the MPI library granted
+// MPI_THREAD_SERIALIZED or more; true without MPI). `serve --tp` runs its forward passes on the
+// engine thread and needs it.
+bool MpiAllowsOtherThreads();
+
 // True when the environment shows an MPI launcher (Open MPI's mpirun, PMIx, PMI/hydra, Slurm PMI).
 bool StartedByMpiLauncher();
 

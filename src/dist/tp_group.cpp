@@ -15,6 +15,13 @@ int64_t MpiTensorParallelGroup::BroadcastFromFirst(int64_t value) {
   return value;
 }
 
+void MpiTensorParallelGroup::BroadcastFromFirst(std::vector<int64_t>& values) {
+  int64_t n = static_cast<int64_t>(values.size());
+  comm_.Broadcast(&n, sizeof(n), 0);
+  values.resize(static_cast<size_t>(n));
+  if (n > 0) comm_.Broadcast(values.data(), values.size() * sizeof(int64_t), 0);
+}
+
 void MpiTensorParallelGroup::AllReduceSum(float* data, size_t count) {
   const int P = comm_.size();
   if (P == 1) return;

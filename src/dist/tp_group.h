@@ -16,6 +16,7 @@ class MpiTensorParallelGroup final : public TensorParallelGroup {
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
   int64_t BroadcastFromFirst(int64_t value) override;
+  void BroadcastFromFirst(std::vector<int64_t>& values) override;
   // All-gather, then every rank adds the P blocks in rank order: the same bits everywhere,
   // which MPI_Allreduce does not promise.
   void AllReduceSum(float* data, size_t count) override;

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace tessera {
 
@@ -37,6 +38,8 @@ class TensorParallelGroup {
   // Rank 0's `value`, on every rank: a decision one rank makes from its own measurements (the
   // speculative controller's number of drafts) that every rank must then follow.
   virtual int64_t BroadcastFromFirst(int64_t value) = 0;
+  // Rank 0's `values` (any length) into every rank's `values`: the server's step plan.
+  virtual void BroadcastFromFirst(std::vector<int64_t>& values) = 0;
   // In place: data[i] = sum over ranks, the same bits on every rank (ranks may not diverge).
   virtual void AllReduceSum(float* data, size_t count) = 0;
   // out[P count] = every rank's block of `count` floats, in rank order.

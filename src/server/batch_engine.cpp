@@ -5,6 +5,8 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "dist/communicator.h"
+#include "model/tensor_parallel.h"
 
 namespace tessera {
 
@@ -50,6 +52,7 @@ struct BatchEngine::Slot {
   KvCache cache;
   std::vector<int32_t> cached;  // the tokens whose keys and values the cache holds
   bool busy = false;
+  int64_t index = 0;            // in slots_ (the plans name slots by it)
   Slot(const ModelConfig& config, int64_t context, KvType type) : cache(config, context, type) {}
 };
 
@@ -92,6 +95,10 @@ void Logprobs(std::span<const float> logits, int32_t chosen, int top, TokenEvent
   for (size_t i = 0; i < n; ++i) event.top.push_back({ids[i], static_cast<float>(logits[ids[i]] - log_sum)});
 }
 
+// Plans (BatchEngine::Follow): {kPlanStop}, or {kPlanStep, ops, (slot, length) x ops, entries,
+// (slot, start, mode, tokens, ids...) x entries}.
+constexpr int64_t kPlanStop = 0, kPlanStep = 1;
+
 int64_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t limit) {
   int64_t n = 0;
   const int64_t end = std::min<int64_t>({limit, static_cast<int64_t>(a.size()), static_cast<int64_t>(b.size())});
@@ -114,6 +121,14 @@ BatchEngine::BatchEngine(const Model& model, const BatchEngineOptions& options)
   }
   for (int64_t i = 0; i < options.slots; ++i) {
     slots_.push_back(std::make_unique<Slot>(model.cache_config(), options.context, options.kv_type));
+    slots_.back()->index = i;
+  }
+  if (model.options().tp && model.options().tp->size() > 1) {
+    if (model.options().tp->rank() != 0) Fail("serve: the batch engine runs on rank 0; other ranks follow it");
+    if (!MpiAllowsOtherThreads()) {
+      Fail("serve --tp: the MPI library does not allow MPI calls from the engine thread (needs MPI_THREAD_SERIALIZED)");
+    }
+    tp_ = model.options().tp;
   }
   stats_.slots = options.slots;
   stats_.kv_capacity = options.slots * options.context;
@@ -210,10 +225,10 @@ void BatchEngine::Admit() {
     waiting_.pop_front();
     try {
       try {
-        best->cache.Truncate(best_keep);
+        Truncate(*best, best_keep);
       } catch (const Error&) {
         best_keep = 0;  // a sliding ring no longer holds that prefix: start over
-        best->cache.Truncate(0);
+        Truncate(*best, 0);
       }
       best->cached.resize(static_cast<size_t>(best_keep));
       const int64_t limit = owned->request.max_tokens;
@@ -252,6 +267,10 @@ void BatchEngine::Loop() {
       running_.clear();
       waiting_.clear();
       UpdateGauges();
+      if (tp_) {
+        std::vector<int64_t> stop = {kPlanStop};
+        tp_->BroadcastFromFirst(stop);  // the followers return
+      }
       return;
     }
     Step(lock);
@@ -324,6 +343,7 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   // 4. The forward pass, without the lock (Submit and stats go on meanwhile).
   lock.unlock();
   const auto t0 = std::chrono::steady_clock::now();
+  if (tp_) BroadcastPlan(batch);
   std::vector<std::vector<TokenEvent>> sampled(members.size());
   std::vector<FinishReason> ends(members.size(), FinishReason::kNone);
   std::vector<std::string> errors(members.size());
@@ -385,7 +405,7 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
       if (i < decoders) {
         // Of the fed rows, the last token and the accepted drafts stay; the rest is rolled back.
         keep = verified.emitted;
-        if (keep < fed[i]) seq.slot->cache.Truncate(start + keep);
+        if (keep < fed[i]) Truncate(*seq.slot, start + keep);
         seq.slot->cached.insert(seq.slot->cached.end(), seq.feed.begin(), seq.feed.begin() + keep);
         seq.computed = start + keep;
         accepted[i] = verified.accepted;
@@ -441,6 +461,73 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->slot == nullptr; });
   UpdateGauges();
+}
+
+// On the engine thread: a cache truncation, repeated by the followers with the next plan.
+void BatchEngine::Truncate(Slot& slot, int64_t length) {
+  slot.cache.Truncate(length);
+  if (tp_) cache_ops_.insert(cache_ops_.end(), {slot.index, length});
+}
+
+void BatchEngine::BroadcastPlan(const std::vector<ForwardSequence>& batch) {
+  std::vector<int64_t> plan = {kPlanStep, static_cast<int64_t>(cache_ops_.size() / 2)};
+  plan.insert(plan.end(), cache_ops_.begin(), cache_ops_.end());
+  cache_ops_.clear();
+  plan.push_back(static_cast<int64_t>(batch.size()));
+  for (const ForwardSequence& s : batch) {
+    int64_t slot = 0;
+    while (&slots_[static_cast<size_t>(slot)]->cache != s.cache) ++slot;
+    plan.insert(plan.end(), {slot, s.start, static_cast<int64_t>(s.mode), static_cast<int64_t>(s.tokens.size())});
+    plan.insert(plan.end(), s.tokens.begin(), s.tokens.end());
+  }
+  tp_->BroadcastFromFirst(plan);
+}
+
+void BatchEngine::Follow(const Model& model, const BatchEngineOptions& options) {
+  TensorParallelGroup* tp = model.options().tp.get();
+  if (!tp || tp->rank() == 0) Fail("serve: BatchEngine::Follow is for the ranks after the first of a --tp job");
+  std::vector<std::unique_ptr<KvCache>> caches;
+  for (int64_t i = 0; i < options.slots; ++i) {
+    caches.push_back(std::make_unique<KvCache>(model.cache_config(), options.context, options.kv_type));
+  }
+  std::vector<int64_t> plan;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<float>> logits;
+  for (;;) {
+    tp->BroadcastFromFirst(plan);
+    if (plan.empty() || plan[0] != kPlanStep) return;
+    size_t at = 1;
+    auto next = [&] {
+      if (at >= plan.size()) Fail("serve: a truncated step plan from rank 0");
+      return plan[at++];
+    };
+    auto slot_of = [&](int64_t slot) -> KvCache& {
+      if (slot < 0 || slot >= options.slots) Fail("serve: rank 0's plan names slot ", slot);
+      return *caches[static_cast<size_t>(slot)];
+    };
+    for (int64_t ops = next(); ops > 0; --ops) {
+      KvCache& cache = slot_of(next());
+      cache.Truncate(next());
+    }
+    const int64_t entries = next();
+    tokens.resize(static_cast<size_t>(entries));
+    logits.resize(static_cast<size_t>(entries));
+    std::vector<ForwardSequence> batch;
+    for (int64_t e = 0; e < entries; ++e) {
+      KvCache& cache = slot_of(next());
+      const int64_t start = next();
+      const auto mode = static_cast<LogitsMode>(next());
+      std::vector<int32_t>& ids = tokens[static_cast<size_t>(e)];
+      ids.resize(static_cast<size_t>(next()));
+      for (int32_t& id : ids) id = static_cast<int32_t>(next());
+      batch.push_back({ids, start, &cache, mode, &logits[static_cast<size_t>(e)]});
+    }
+    try {
+      model.ForwardBatch(batch);
+    } catch (const Error&) {
+      // Rank 0 runs the same pass on the same inputs and fails the same requests.
+    }
+  }
 }
 
 // Called with mutex_ held.

@@ -147,6 +147,14 @@ class BatchEngine {
   // Cancels everything queued or running, waits for the engine thread and ends it.
   void Shutdown();
 
+  // Tensor parallelism (`serve --tp P`): rank 0 runs the BatchEngine (and the HTTP server) and
+  // broadcasts each step's plan before its forward pass: the cache truncations since the last
+  // plan (prefix reuse on admission, rejected drafts) and every sequence's slot, start position,
+  // logits mode and tokens. The other ranks call Follow, which keeps the same slots on their
+  // shards of the model and runs the same ForwardBatch for each plan, until rank 0's engine
+  // shuts down (a stop plan). Sampling happens on rank 0 only.
+  static void Follow(const Model& model, const BatchEngineOptions& options);
+
   BatchEngineStats stats() const;
   const BatchEngineOptions& options() const { return options_; }
   int64_t context() const { return options_.context; }
@@ -165,6 +173,10 @@ class BatchEngine {
   const Model& model_;
   DecodeByteModel bytes_;  // what a decode step must read (for the roofline stats)
   std::vector<double> spec_cost_;  // c(0..k) of one more row per draft: options or the byte model
+  std::shared_ptr<TensorParallelGroup> tp_;  // with --tp > 1: the group the plans go to
+  std::vector<int64_t> cache_ops_;           // (slot, length) truncations for the next plan
+  void Truncate(Slot& slot, int64_t length);
+  void BroadcastPlan(const std::vector<ForwardSequence>& batch);
   BatchEngineOptions options_;
   std::vector<std::unique_ptr<Slot>> slots_;
   mutable std::mutex mutex_;

@@ -309,6 +309,31 @@ TEST(StructuredSpmm, LargerShapesInt8AndFillsOfEveryDtype) {
   CheckSpmm({{7, 8, 16}, 64, 128, 64, true, true, false, 0.5, SpmmDType::kBF16, SpmmDType::kBF16}, rng, 64);
 }
 
+// Random configurations and shapes: any N:M with M <= 16, the dims that carry no packing or
+// stride rule at odd sizes (blocks covering them whole), every dtype pair.
+TEST(StructuredSpmm, RandomShapesAndSparsities) {
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> group_d(2, 16), flag_d(0, 7), size_d(1, 40), dtype_d(0, 2);
+  const SpmmDType dtypes[3] = {SpmmDType::kF32, SpmmDType::kBF16, SpmmDType::kInt8};
+  for (int trial = 0; trial < 24; ++trial) {
+    const int group = group_d(rng);
+    const int kept = std::uniform_int_distribution<int>(1, group - 1)(rng);
+    const int flags = flag_d(rng);
+    const bool rhs_sparse = flags & 1, contract = flags & 2, transpose = flags & 4;
+    const int dim = SpmmSparseDim(rhs_sparse, contract, transpose);
+    const SpmmDType sparse_dtype = dtypes[dtype_d(rng)], dense_dtype = dtypes[dtype_d(rng)];
+    const int64_t first_stride = sparse_dtype == SpmmDType::kF32 ? 8 : sparse_dtype == SpmmDType::kBF16 ? 16 : 32;
+    const NmSparsity s{kept, group, static_cast<int>(dim == 1 ? 128 : first_stride)};
+    const int64_t P = NmIndicesPerWord(group);
+    // Sizes: the sparse operand's first dim a multiple of P (its block must be), the rest odd.
+    int64_t m = size_d(rng), k = size_d(rng), n = size_d(rng);
+    int64_t& first = rhs_sparse ? (transpose ? n : k) : m;
+    first = P * std::uniform_int_distribution<int64_t>(1, 3)(rng);
+    CheckSpmm({s, m, k, n, rhs_sparse, contract, transpose, trial % 2 ? 0.75 : 0.0, sparse_dtype, dense_dtype}, rng,
+              1 << 20);
+  }
+}
+
 TEST(StructuredSpmm, UpstreamValidationErrors) {
   std::mt19937 rng(1);
   const SpmmTensor nz = SpmmTensor::F32({1, 16, 128}, std::vector<float>(16 * 128));

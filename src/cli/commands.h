@@ -11,6 +11,7 @@ void RegisterTokenize(CLI::App& app);  // tokenize and detokenize
 void RegisterInspect(CLI::App& app);
 void RegisterSynth(CLI::App& app);
 void RegisterQuantize(CLI::App& app);
+void RegisterSparsify(CLI::App& app);
 void RegisterLogits(CLI::App& app);
 void RegisterPerplexity(CLI::App& app);
 void RegisterBench(CLI::App& app);

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterInspect(app);
   tessera::cli::RegisterSynth(app);
   tessera::cli::RegisterQuantize(app);
+  tessera::cli::RegisterSparsify(app);
   tessera::cli::RegisterLogits(app);
   tessera::cli::RegisterPerplexity(app);
   tessera::cli::RegisterGenerate(app);

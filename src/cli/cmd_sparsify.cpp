@@ -1,0 +1,69 @@
+// `tessera sparsify`: N:M pruning of a dense family's checkpoint (model/sparsify.h), by magnitude
+// or by Wanda's |W| x ||X|| with activation norms from calibration text.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "model/sparsify.h"
+
+namespace tessera::cli {
+namespace {
+
+struct SparsifyArgs {
+  std::string model, out, pattern = "2:4", method = "magnitude", calib;
+  int64_t samples = 32;
+  bool force = false;
+};
+
+void RunSparsify(const SparsifyArgs& a) {
+  SparsifyOptions o;
+  const size_t colon = a.pattern.find(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    size_t used = 0;
+    o.kept = std::stoi(a.pattern.substr(0, colon), &used);
+    if (used != colon) throw std::invalid_argument("junk");
+    o.group = std::stoi(a.pattern.substr(colon + 1), &used);
+    if (used != a.pattern.size() - colon - 1) throw std::invalid_argument("junk");
+  } catch (const std::exception&) {
+    Fail("--pattern '", a.pattern, "': expected N:M (N kept of every M, e.g. 2:4)");
+  }
+  o.wanda = a.method == "wanda";
+  if (!o.wanda && !a.calib.empty()) Fail("--calib is for --method wanda");
+  o.calib_file = a.calib;
+  o.samples = a.samples;
+  o.overwrite = a.force;
+  o.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  const SparsifyResult r = SparsifyCheckpoint(a.model, a.out, o);
+  std::printf("sparsify: %s -> %s (%d:%d, %s)\n", a.model.c_str(), a.out.c_str(), o.kept, o.group, a.method.c_str());
+  if (r.calibration_tokens > 0) std::printf("calibration: %lld tokens\n", static_cast<long long>(r.calibration_tokens));
+  std::printf("pruned %zu modules: %llu of %llu weights zeroed (%.1f %%); wrote %zu tensors in %zu file%s\n",
+              r.pruned_modules, static_cast<unsigned long long>(r.zeros_after),
+              static_cast<unsigned long long>(r.weights_in_pruned),
+              r.weights_in_pruned ? 100.0 * static_cast<double>(r.zeros_after) / static_cast<double>(r.weights_in_pruned) : 0.0,
+              r.num_tensors, r.weight_files.size(), r.weight_files.size() == 1 ? "" : "s");
+  std::printf("time: %.1f s\n", r.seconds);
+}
+
+}  // namespace
+
+void RegisterSparsify(CLI::App& app) {
+  auto args = std::make_shared<SparsifyArgs>();
+  auto* cmd = app.add_subcommand("sparsify", "N:M-prune a dense family's linear layers (dense-with-zeros checkpoint)");
+  cmd->add_option("-m,--model", args->model, "input model directory (Llama, Mistral, Qwen2/3, Qwen3-MoE; unquantized)")
+      ->required();
+  cmd->add_option("--pattern", args->pattern, "N:M: keep N of every M consecutive inputs per output row")
+      ->capture_default_str();
+  cmd->add_option("--method", args->method, "magnitude (|W|) or wanda (|W| x input norm, needs --calib)")
+      ->capture_default_str()->check(CLI::IsMember({"magnitude", "wanda"}));
+  cmd->add_option("--calib", args->calib, "wanda: calibration text file (tokenized with the model's tokenizer)");
+  cmd->add_option("--samples", args->samples, "wanda: calibration windows of 512 tokens")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-o,--out", args->out, "output directory (created; must be empty unless --force)")->required();
+  cmd->add_flag("-f,--force", args->force, "replace the model files of a non-empty output directory");
+  cmd->callback([args] { RunSparsify(*args); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,183 @@
+#include "model/sparsify.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <numeric>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/thread_pool.h"
+#include "io/json_util.h"
+#include "io/model_dir.h"
+#include "model/model.h"
+#include "model/quantize.h"
+#include "model/tensor_specs.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+namespace {
+
+// The linear module a tensor name is the weight of, with the input its forward records.
+struct Prunable {
+  bool linear = false;
+  bool expert = false;  // Qwen3-MoE expert: its inputs are not recorded
+  LinearInput site = LinearInput::kQkv;
+};
+Prunable Classify(const std::string& name) {
+  auto ends = [&](const char* s) {
+    const size_t n = std::strlen(s);
+    return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
+  };
+  Prunable p;
+  if (name.rfind("model.layers.", 0) != 0) return p;
+  p.expert = name.find(".experts.") != std::string::npos;
+  if (ends("self_attn.q_proj.weight") || ends("self_attn.k_proj.weight") || ends("self_attn.v_proj.weight")) {
+    p.linear = true, p.site = LinearInput::kQkv;
+  } else if (ends("self_attn.o_proj.weight")) {
+    p.linear = true, p.site = LinearInput::kO;
+  } else if (ends("gate_proj.weight") || ends("up_proj.weight")) {
+    p.linear = true, p.site = LinearInput::kGateUp;
+  } else if (ends("down_proj.weight")) {
+    p.linear = true, p.site = LinearInput::kDown;
+  }
+  return p;
+}
+
+}  // namespace
+
+void SelectNm(const float* scores, size_t n, int kept, int group, uint8_t* keep) {
+  const size_t M = static_cast<size_t>(group);
+  size_t order[16];
+  size_t g = 0;
+  for (; g + M <= n; g += M) {
+    std::iota(order, order + M, size_t{0});
+    std::stable_sort(order, order + M, [&](size_t a, size_t b) { return scores[g + a] > scores[g + b]; });
+    for (size_t j = 0; j < M; ++j) keep[g + j] = 0;
+    for (int j = 0; j < kept; ++j) keep[g + order[j]] = 1;
+  }
+  for (; g < n; ++g) keep[g] = 1;
+}
+
+SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& out_dir, const SparsifyOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!(options.group >= 2 && options.group <= 16 && options.kept >= 1 && options.kept < options.group)) {
+    Fail("--pattern ", options.kept, ":", options.group, ": needs 1 <= N < M <= 16 (N kept of every M)");
+  }
+  const std::string dir = ResolveModelDir(in_dir);
+  RequireDistinctDirs(dir, out_dir);
+  const std::string config_path = dir + "/config.json";
+  const ModelConfig config = LoadModelConfig(dir);
+  ValidateModelConfig(config, config_path);
+  if (config.model_type == "gpt_oss") {
+    Fail(config_path, ": sparsify applies to the dense families (gpt-oss's MXFP4 experts are not pruned)");
+  }
+  if (!config.quantization.quant_method.empty()) {
+    Fail(config_path, ": the checkpoint is quantized (quantization_config.quant_method '",
+         config.quantization.quant_method, "'); sparsify the unquantized one, then quantize");
+  }
+  const std::vector<TensorSpec> specs = ModelTensorSpecs(config, config_path);
+  const WeightStore store = WeightStore::Open(dir);
+  RequireNoProblems(CheckTensors(specs, store), dir);
+
+  SparsifyResult result;
+  // ---- wanda: squared input norms per (layer, site) over the calibration tokens
+  std::map<std::pair<int, LinearInput>, std::vector<double>> norms;
+  if (options.wanda) {
+    if (options.calib_file.empty()) Fail("--method wanda needs calibration text (--calib FILE)");
+    const Tokenizer tokenizer = Tokenizer::FromModelDir(dir);
+    const std::vector<int32_t> tokens = tokenizer.Encode(ReadFile(options.calib_file));
+    const int64_t windows = std::min<int64_t>(options.samples, static_cast<int64_t>(tokens.size()) / options.window);
+    if (windows < 1) {
+      Fail(options.calib_file, ": ", tokens.size(), " tokens, fewer than one calibration window of ", options.window);
+    }
+    ModelOptions mo;
+    mo.observe_linear_inputs = [&](int layer, LinearInput site, const float* x, int64_t rows, int64_t cols) {
+      std::vector<double>& n = norms[{layer, site}];
+      n.resize(static_cast<size_t>(cols), 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) n[static_cast<size_t>(c)] += static_cast<double>(x[r * cols + c]) * x[r * cols + c];
+      }
+    };
+    const auto model = Model::Load(dir, mo);
+    for (int64_t w = 0; w < windows; ++w) {
+      KvCache cache(model->cache_config(), options.window, KvType::kF32);
+      std::vector<float> logits;
+      model->Forward(std::span<const int32_t>(tokens).subspan(w * options.window, options.window), 0, cache,
+                     LogitsMode::kLast, logits);
+      if (options.progress) options.progress(StrCat("calibration: window ", w + 1, " / ", windows));
+    }
+    result.calibration_tokens = windows * options.window;
+  }
+
+  // ---- the output tensors: pruned copies of the linear weights, the rest as stored
+  std::vector<TensorToWrite> tensors;
+  std::vector<std::string> modules;
+  for (const TensorSpec& spec : specs) {
+    const TensorView v = store.Get(spec.name);
+    TensorToWrite t{spec.name, v.dtype(), v.shape(), nullptr};
+    const Prunable p = Classify(spec.name);
+    if (!p.linear || v.shape().size() != 2) {
+      t.fill = [v](uint8_t* dst, size_t n) { std::memcpy(dst, v.data, n); };
+      tensors.push_back(std::move(t));
+      continue;
+    }
+    const std::vector<double>* norm = nullptr;
+    if (options.wanda && !p.expert && spec.layer >= 0) {
+      const auto it = norms.find({static_cast<int>(spec.layer), p.site});
+      if (it != norms.end() && static_cast<int64_t>(it->second.size()) == v.shape()[1]) norm = &it->second;
+    }
+    modules.push_back(spec.name.substr(0, spec.name.rfind('.')));
+    ++result.pruned_modules;
+    result.weights_in_pruned += static_cast<uint64_t>(v.numel());
+    const int64_t rows = v.shape()[0], cols = v.shape()[1];
+    result.zeros_after += static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols / options.group) *
+                          static_cast<uint64_t>(options.group - options.kept);
+    std::shared_ptr<std::vector<float>> scale;
+    if (norm) {
+      scale = std::make_shared<std::vector<float>>(static_cast<size_t>(cols));
+      for (int64_t c = 0; c < cols; ++c) (*scale)[static_cast<size_t>(c)] = static_cast<float>(std::sqrt((*norm)[static_cast<size_t>(c)]));
+    }
+    t.fill = [v, rows, cols, scale, kept = options.kept, group = options.group](uint8_t* dst, size_t n) {
+      std::memcpy(dst, v.data, n);
+      const size_t elem = DTypeSize(v.dtype());
+      GlobalPool().ParallelFor(static_cast<size_t>(rows), 16, [&](size_t b, size_t e) {
+        std::vector<float> scores(static_cast<size_t>(cols));
+        std::vector<uint8_t> keep(static_cast<size_t>(cols));
+        for (size_t r = b; r < e; ++r) {
+          const uint8_t* row = v.data + r * static_cast<size_t>(cols) * elem;
+          for (int64_t c = 0; c < cols; ++c) {
+            const float w = std::fabs(ElementToF32(v.dtype(), row + static_cast<size_t>(c) * elem));
+            scores[static_cast<size_t>(c)] = scale ? w * (*scale)[static_cast<size_t>(c)] : w;
+          }
+          SelectNm(scores.data(), scores.size(), kept, group, keep.data());
+          uint8_t* out = dst + r * static_cast<size_t>(cols) * elem;
+          for (int64_t c = 0; c < cols; ++c) {
+            if (!keep[static_cast<size_t>(c)]) std::memset(out + static_cast<size_t>(c) * elem, 0, elem);
+          }
+        }
+      });
+    };
+    tensors.push_back(std::move(t));
+  }
+  if (modules.empty()) Fail(dir, ": no linear weights of decoder layers to prune");
+  nlohmann::json out_json = ParseJsonText(ReadFile(config_path), config_path);
+  out_json["tessera_sparsity"] = {{"kept", options.kept},
+                                  {"group", options.group},
+                                  {"method", options.wanda ? "wanda" : "magnitude"},
+                                  {"format", "dense"},
+                                  {"modules", modules.size()}};
+  if (options.progress) options.progress(StrCat("sparsify: writing ", tensors.size(), " tensors"));
+  result.num_tensors = tensors.size();
+  ConvertedModel written =
+      WriteConvertedModel(dir, out_dir, std::move(tensors), out_json, options.overwrite, kGptOssMaxShardBytes, nullptr);
+  result.weight_files = std::move(written.weight_files);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace tessera

@@ -82,6 +82,23 @@ void RequireDistinct(const std::string& in_dir, const std::string& out_dir) {
 
 void RequireDistinctDirs(const std::string& in_dir, const std::string& out_dir) { RequireDistinct(in_dir, out_dir); }
 
+DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, const std::string& what) {
+  DenseFamilyInput in;
+  in.dir = ResolveModelDir(in_dir);
+  RequireDistinctDirs(in.dir, out_dir);
+  in.config_path = in.dir + "/config.json";
+  in.config = LoadModelConfig(in.dir);
+  ValidateModelConfig(in.config, in.config_path);
+  if (in.config.model_type == "gpt_oss") {
+    Fail(in.config_path, ": ", what, " applies to the dense families (gpt-oss ships MXFP4 experts)");
+  }
+  if (!in.config.quantization.quant_method.empty()) {
+    Fail(in.config_path, ": the checkpoint is already quantized (quantization_config.quant_method '",
+         in.config.quantization.quant_method, "')");
+  }
+  return in;
+}
+
 void QuantizeDenseExperts(const TensorView& dense, uint8_t* blocks, uint8_t* scales) {
   const std::string& name = dense.name();
   const std::vector<int64_t>& shape = dense.shape();

@@ -85,6 +85,15 @@ ConvertedModel WriteConvertedModel(const std::string& dir, const std::string& ou
 // Throws a one-line error when out_dir is in_dir (also through links).
 void RequireDistinctDirs(const std::string& in_dir, const std::string& out_dir);
 
+// The input checks of the dense-family converters (int4 quantizers, sparsify): `in_dir`
+// resolved (hub caches through refs/main) and distinct from `out_dir`, its config loaded and
+// validated, gpt-oss ("`what` applies to the dense families") and quantized checkpoints refused.
+struct DenseFamilyInput {
+  std::string dir, config_path;
+  ModelConfig config;
+};
+DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, const std::string& what);
+
 // The quantization_config of the Hugging Face gpt-oss checkpoints (gpt-oss.md §1.1).
 QuantizationConfig GptOssMxfp4QuantizationConfig();
 

@@ -14,6 +14,7 @@
 #include "io/model_dir.h"
 #include "kernels/parallel_matmul.h"
 #include "model/architecture.h"
+#include "model/calibration.h"
 #include "model/model.h"
 #include "model/tensor_specs.h"
 #include "tokenizer/tokenizer.h"
@@ -348,18 +349,10 @@ TensorFiller Bytes(std::shared_ptr<std::vector<T>> data) {
 Int4QuantizeResult QuantizeToInt4(const std::string& in_dir, const std::string& out_dir,
                                   const Int4QuantizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string dir = ResolveModelDir(in_dir);
-  RequireDistinctDirs(dir, out_dir);
-  const std::string config_path = dir + "/config.json";
-  const ModelConfig config = LoadModelConfig(dir);
-  ValidateModelConfig(config, config_path);
-  if (config.model_type == "gpt_oss") {
-    Fail(config_path, ": int4 quantization applies to the dense families (gpt-oss ships MXFP4 experts)");
-  }
-  if (!config.quantization.quant_method.empty()) {
-    Fail(config_path, ": the checkpoint is already quantized (quantization_config.quant_method '",
-         config.quantization.quant_method, "')");
-  }
+  const DenseFamilyInput input = OpenDenseFamilyInput(in_dir, out_dir, "int4 quantization");
+  const std::string& dir = input.dir;
+  const std::string& config_path = input.config_path;
+  const ModelConfig& config = input.config;
   if (options.group_size != -1 && (options.group_size <= 0 || options.group_size % 8 != 0)) {
     Fail("--group ", options.group_size, ": must be -1 or a positive multiple of 8");
   }
@@ -385,27 +378,16 @@ Int4QuantizeResult QuantizeToInt4(const std::string& in_dir, const std::string& 
   std::map<std::pair<int, LinearInput>, Record> records;
   if (options.awq) {
     if (options.calib_file.empty()) Fail("--to awq needs calibration text (--calib FILE)");
-    const Tokenizer tokenizer = Tokenizer::FromModelDir(dir);
-    const std::vector<int32_t> tokens = tokenizer.Encode(ReadFile(options.calib_file));
-    const int64_t windows = std::min<int64_t>(options.samples, static_cast<int64_t>(tokens.size()) / options.window);
-    if (windows < 1) {
-      Fail(options.calib_file, ": ", tokens.size(), " tokens, fewer than one calibration window of ", options.window);
-    }
-    const int64_t total_rows = windows * options.window;
-    const int64_t stride = std::max<int64_t>(1, total_rows / static_cast<int64_t>(kKeepRows));
-    ModelOptions mo;
-    mo.observe_linear_inputs = [&](int layer, LinearInput site, const float* x, int64_t rows, int64_t cols) {
-      records[{layer, site}].Add(x, rows, cols, stride);
-    };
-    const auto model = Model::Load(dir, mo);
-    for (int64_t w = 0; w < windows; ++w) {
-      KvCache cache(model->cache_config(), options.window, KvType::kF32);
-      std::vector<float> logits;
-      model->Forward(std::span<const int32_t>(tokens).subspan(w * options.window, options.window), 0, cache,
-                     LogitsMode::kLast, logits);
-      if (options.progress) options.progress(StrCat("calibration: window ", w + 1, " / ", windows));
-    }
-    result.calibration_tokens = total_rows;
+    const CalibrationText text = LoadCalibrationText(dir, options.calib_file, options.samples, options.window);
+    // Rows kept per record: every stride-th of the calibration rows, about kKeepRows of them.
+    const int64_t stride = std::max<int64_t>(1, text.rows() / static_cast<int64_t>(kKeepRows));
+    RunCalibration(
+        dir, text,
+        [&](int layer, LinearInput site, const float* x, int64_t rows, int64_t cols) {
+          records[{layer, site}].Add(x, rows, cols, stride);
+        },
+        options.progress);
+    result.calibration_tokens = text.rows();
   }
 
   // ---- per layer: search, fold, clip, quantize

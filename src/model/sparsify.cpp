@@ -14,10 +14,10 @@
 #include "core/thread_pool.h"
 #include "io/json_util.h"
 #include "io/model_dir.h"
+#include "model/calibration.h"
 #include "model/model.h"
 #include "model/quantize.h"
 #include "model/tensor_specs.h"
-#include "tokenizer/tokenizer.h"
 
 namespace tessera {
 namespace {
@@ -68,18 +68,10 @@ SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& 
   if (!(options.group >= 2 && options.group <= 16 && options.kept >= 1 && options.kept < options.group)) {
     Fail("--pattern ", options.kept, ":", options.group, ": needs 1 <= N < M <= 16 (N kept of every M)");
   }
-  const std::string dir = ResolveModelDir(in_dir);
-  RequireDistinctDirs(dir, out_dir);
-  const std::string config_path = dir + "/config.json";
-  const ModelConfig config = LoadModelConfig(dir);
-  ValidateModelConfig(config, config_path);
-  if (config.model_type == "gpt_oss") {
-    Fail(config_path, ": sparsify applies to the dense families (gpt-oss's MXFP4 experts are not pruned)");
-  }
-  if (!config.quantization.quant_method.empty()) {
-    Fail(config_path, ": the checkpoint is quantized (quantization_config.quant_method '",
-         config.quantization.quant_method, "'); sparsify the unquantized one, then quantize");
-  }
+  const DenseFamilyInput input = OpenDenseFamilyInput(in_dir, out_dir, "sparsify");
+  const std::string& dir = input.dir;
+  const std::string& config_path = input.config_path;
+  const ModelConfig& config = input.config;
   const std::vector<TensorSpec> specs = ModelTensorSpecs(config, config_path);
   const WeightStore store = WeightStore::Open(dir);
   RequireNoProblems(CheckTensors(specs, store), dir);
@@ -89,29 +81,18 @@ SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& 
   std::map<std::pair<int, LinearInput>, std::vector<double>> norms;
   if (options.wanda) {
     if (options.calib_file.empty()) Fail("--method wanda needs calibration text (--calib FILE)");
-    const Tokenizer tokenizer = Tokenizer::FromModelDir(dir);
-    const std::vector<int32_t> tokens = tokenizer.Encode(ReadFile(options.calib_file));
-    const int64_t windows = std::min<int64_t>(options.samples, static_cast<int64_t>(tokens.size()) / options.window);
-    if (windows < 1) {
-      Fail(options.calib_file, ": ", tokens.size(), " tokens, fewer than one calibration window of ", options.window);
-    }
-    ModelOptions mo;
-    mo.observe_linear_inputs = [&](int layer, LinearInput site, const float* x, int64_t rows, int64_t cols) {
-      std::vector<double>& n = norms[{layer, site}];
-      n.resize(static_cast<size_t>(cols), 0.0);
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) n[static_cast<size_t>(c)] += static_cast<double>(x[r * cols + c]) * x[r * cols + c];
-      }
-    };
-    const auto model = Model::Load(dir, mo);
-    for (int64_t w = 0; w < windows; ++w) {
-      KvCache cache(model->cache_config(), options.window, KvType::kF32);
-      std::vector<float> logits;
-      model->Forward(std::span<const int32_t>(tokens).subspan(w * options.window, options.window), 0, cache,
-                     LogitsMode::kLast, logits);
-      if (options.progress) options.progress(StrCat("calibration: window ", w + 1, " / ", windows));
-    }
-    result.calibration_tokens = windows * options.window;
+    const CalibrationText text = LoadCalibrationText(dir, options.calib_file, options.samples, options.window);
+    RunCalibration(
+        dir, text,
+        [&](int layer, LinearInput site, const float* x, int64_t rows, int64_t cols) {
+          std::vector<double>& n = norms[{layer, site}];
+          n.resize(static_cast<size_t>(cols), 0.0);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t c = 0; c < cols; ++c) n[static_cast<size_t>(c)] += static_cast<double>(x[r * cols + c]) * x[r * cols + c];
+          }
+        },
+        options.progress);
+    result.calibration_tokens = text.rows();
   }
 
   // ---- the output tensors: pruned copies of the linear weights, the rest as stored

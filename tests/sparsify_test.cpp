@@ -19,21 +19,13 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "test_util.h"
 
 namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
 const std::string kLlama = std::string(TESSERA_SOURCE_DIR) + "/models/tiny-llama";
-
-std::string ErrorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 bool IsPrunable(const std::string& name) {
   for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}) {

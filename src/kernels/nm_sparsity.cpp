@@ -19,12 +19,6 @@ struct Lines {
   int64_t Dense(int64_t line, int64_t pos) const { return sparse_dim == 1 ? line * cols + pos : pos * cols + line; }
 };
 
-// The dense position along a line of slot j of compressed position cpos = g·S + p.
-int64_t SlotPosition(const NmSparsity& s, int64_t cpos, int j) {
-  const int64_t run = cpos / s.stride, phase = cpos % s.stride;
-  return run * s.group * s.stride + static_cast<int64_t>(j) * s.stride + phase;
-}
-
 void CheckShape(NmSparsity s, int sparse_dim, int64_t rows, int64_t cols, const char* what) {
   if (sparse_dim != 0 && sparse_dim != 1) Fail(what, ": sparse_dim must be 0 or 1, got ", sparse_dim);
   if (!(s.group > s.kept && s.kept > 0 && rows > 0 && cols > 0 && s.stride > 0)) {
@@ -61,7 +55,7 @@ std::vector<uint8_t> GenerateNmMask(int64_t rows, int64_t cols, NmSparsity s, in
     for (int64_t c = 0; c < compressed; ++c) {
       std::iota(slots.begin(), slots.end(), 0);
       std::shuffle(slots.begin(), slots.end(), rng);
-      for (int i = 0; i < s.kept; ++i) mask[static_cast<size_t>(lines.Dense(line, SlotPosition(s, c, slots[i])))] = 1;
+      for (int i = 0; i < s.kept; ++i) mask[static_cast<size_t>(lines.Dense(line, NmSlotPosition(s, c, slots[i])))] = 1;
     }
   }
   return mask;
@@ -107,7 +101,7 @@ NmEncoded<T> EncodeNm(std::span<const T> data, std::span<const uint8_t> mask, in
       kept.clear();
       for (int pass = 0; pass < 2 && static_cast<int>(kept.size()) < s.kept; ++pass) {
         for (int j = 0; j < s.group && static_cast<int>(kept.size()) < s.kept; ++j) {
-          const bool set = mask[static_cast<size_t>(lines.Dense(line, SlotPosition(s, cpos, j)))] != 0;
+          const bool set = mask[static_cast<size_t>(lines.Dense(line, NmSlotPosition(s, cpos, j)))] != 0;
           if (set == (pass == 0)) kept.push_back(j);
         }
       }
@@ -116,7 +110,7 @@ NmEncoded<T> EncodeNm(std::span<const T> data, std::span<const uint8_t> mask, in
       for (int64_t i = 0; i < N; ++i) {
         const int j = kept[static_cast<size_t>(i)];
         out.nonzeros[static_cast<size_t>((i * R + r) * C + c)] =
-            data[static_cast<size_t>(lines.Dense(line, SlotPosition(s, cpos, j)))];
+            data[static_cast<size_t>(lines.Dense(line, NmSlotPosition(s, cpos, j)))];
         uint32_t& word = reinterpret_cast<uint32_t&>(
             out.metadata[static_cast<size_t>((i * (R / per_word) + r / per_word) * C + c)]);
         word |= static_cast<uint32_t>(j) << ((r % per_word) * bits);
@@ -139,7 +133,7 @@ void DecodeNm(const NmEncoded<T>& e, std::vector<T>& data, std::vector<int32_t>&
       for (int64_t i = 0; i < s.kept; ++i) {
         const int j = NmIndexAt(e.metadata, e.metadata_shape, s.group, i, r, c);
         if (j >= s.group) Fail("Sparsifier: metadata index ", j, " is not below the group size ", s.group);
-        const size_t at = static_cast<size_t>(lines.Dense(line, SlotPosition(s, cpos, j)));
+        const size_t at = static_cast<size_t>(lines.Dense(line, NmSlotPosition(s, cpos, j)));
         data[at] = e.nonzeros[static_cast<size_t>((i * R + r) * C + c)];
         mask[at] = 1;
       }

@@ -70,6 +70,12 @@ NmEncoded<T> EncodeNm(std::span<const T> data, std::span<const uint8_t> mask, in
 template <typename T>
 void DecodeNm(const NmEncoded<T>& encoded, std::vector<T>& data, std::vector<int32_t>& mask);
 
+// The position along the sparse dimension of slot j (0..M-1) of compressed position cpos = g·S + p
+// (run g, phase p): g·M·S + j·S + p.
+inline int64_t NmSlotPosition(const NmSparsity& s, int64_t cpos, int j) {
+  return cpos / s.stride * s.group * s.stride + static_cast<int64_t>(j) * s.stride + cpos % s.stride;
+}
+
 // The kept slot (0..M-1) of plane `plane` at index position (r, c) of the metadata's planes.
 int32_t NmIndexAt(std::span<const int32_t> metadata, const std::array<int64_t, 3>& metadata_shape, int group,
                   int64_t plane, int64_t r, int64_t c);

@@ -167,15 +167,14 @@ SpmmTensor StructuredSpmm(const SpmmOptions& o, const SpmmTensor& nz, const std:
   const std::array<int64_t, 3> md3 = {md_shape[0], md_shape[1], md_shape[2]};
   const float fill = FillValue(o.default_value, nz.dtype);
   std::vector<float> dense(static_cast<size_t>(D0 * D1), fill);
-  const int64_t S = o.stride;
+  const NmSparsity pattern{x, y, static_cast<int>(o.stride)};
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t c = 0; c < C; ++c) {
       const int64_t cpos = sparse_dim == 1 ? c : r;
-      const int64_t base = cpos / S * y * S + cpos % S;
       for (int64_t plane = 0; plane < x; ++plane) {
         const int32_t j = NmIndexAt(md, md3, y, plane, r, c);
         if (j >= y) continue;  // names no slot of the group (matches none, as upstream's ==)
-        const int64_t pos = base + j * S;
+        const int64_t pos = NmSlotPosition(pattern, cpos, j);
         const int64_t row = sparse_dim == 1 ? r : pos, col = sparse_dim == 1 ? pos : c;
         dense[static_cast<size_t>(row * D1 + col)] = nz.AsFloat(static_cast<size_t>((plane * R + r) * C + c));
       }

@@ -343,7 +343,7 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   // 4. The forward pass, without the lock (Submit and stats go on meanwhile).
   lock.unlock();
   const auto t0 = std::chrono::steady_clock::now();
-  if (tp_) BroadcastPlan(batch);
+  if (tp_) BroadcastPlan(batch, members);
   std::vector<std::vector<TokenEvent>> sampled(members.size());
   std::vector<FinishReason> ends(members.size(), FinishReason::kNone);
   std::vector<std::string> errors(members.size());
@@ -368,7 +368,6 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
       continue;
     }
     const int64_t start = seq.computed;
-    int64_t keep = fed[i];  // positions of this step that stay in the cache
     if (i >= decoders) {
       seq.computed += fed[i];
       seq.slot->cached.insert(seq.slot->cached.end(), seq.tokens.begin() + start, seq.tokens.begin() + seq.computed);
@@ -404,7 +403,7 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
       const VerifyResult verified = VerifyDrafts(step_drafts, target, emit);
       if (i < decoders) {
         // Of the fed rows, the last token and the accepted drafts stay; the rest is rolled back.
-        keep = verified.emitted;
+        const int64_t keep = verified.emitted;
         if (keep < fed[i]) Truncate(*seq.slot, start + keep);
         seq.slot->cached.insert(seq.slot->cached.end(), seq.feed.begin(), seq.feed.begin() + keep);
         seq.computed = start + keep;
@@ -469,15 +468,15 @@ void BatchEngine::Truncate(Slot& slot, int64_t length) {
   if (tp_) cache_ops_.insert(cache_ops_.end(), {slot.index, length});
 }
 
-void BatchEngine::BroadcastPlan(const std::vector<ForwardSequence>& batch) {
+void BatchEngine::BroadcastPlan(const std::vector<ForwardSequence>& batch, const std::vector<Sequence*>& members) {
   std::vector<int64_t> plan = {kPlanStep, static_cast<int64_t>(cache_ops_.size() / 2)};
   plan.insert(plan.end(), cache_ops_.begin(), cache_ops_.end());
   cache_ops_.clear();
   plan.push_back(static_cast<int64_t>(batch.size()));
-  for (const ForwardSequence& s : batch) {
-    int64_t slot = 0;
-    while (&slots_[static_cast<size_t>(slot)]->cache != s.cache) ++slot;
-    plan.insert(plan.end(), {slot, s.start, static_cast<int64_t>(s.mode), static_cast<int64_t>(s.tokens.size())});
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ForwardSequence& s = batch[i];
+    plan.insert(plan.end(), {members[i]->slot->index, s.start, static_cast<int64_t>(s.mode),
+                             static_cast<int64_t>(s.tokens.size())});
     plan.insert(plan.end(), s.tokens.begin(), s.tokens.end());
   }
   tp_->BroadcastFromFirst(plan);

@@ -176,7 +176,7 @@ class BatchEngine {
   std::shared_ptr<TensorParallelGroup> tp_;  // with --tp > 1: the group the plans go to
   std::vector<int64_t> cache_ops_;           // (slot, length) truncations for the next plan
   void Truncate(Slot& slot, int64_t length);
-  void BroadcastPlan(const std::vector<ForwardSequence>& batch);
+  void BroadcastPlan(const std::vector<ForwardSequence>& batch, const std::vector<Sequence*>& members);
   BatchEngineOptions options_;
   std::vector<std::unique_ptr<Slot>> slots_;
   mutable std::mutex mutex_;

@@ -133,9 +133,9 @@ const json& Messages(const json& body) {
 
 // harmony (gpt-oss.md §4, serving.md §6, vLLM's mapping): system and developer messages become
 // the developer instructions; the reasoning effort goes into the system message.
-std::vector<Message> HarmonyConversation(const json& body, std::string_view current_date) {
+std::vector<Message> HarmonyConversation(const json& body, const std::vector<ToolDescription>& tools,
+                                         std::string_view current_date) {
   const json& messages = Messages(body);
-  const std::vector<ToolDescription> tools = ParseTools(body);
   SystemContent system;
   system.current_date = std::string(current_date);
   system.function_tools_note = !tools.empty();
@@ -268,7 +268,7 @@ std::vector<ToolDescription> ParseTools(const json& body) {
 }
 
 std::vector<Message> HarmonyMessages(const json& body, std::string_view current_date) {
-  return HarmonyConversation(body, current_date);
+  return HarmonyConversation(body, ParseTools(body), current_date);
 }
 
 // ---- ChatFormat ---------------------------------------------------------------------------------
@@ -295,13 +295,18 @@ ToolCallFormat ChatFormat::tool_format() const {
 
 bool ChatFormat::thinks() const { return chat_template_ && chat_template_->kind() == ChatTemplateKind::kQwen3; }
 
-std::vector<int32_t> ChatFormat::RenderChat(const json& body) const {
+std::vector<int32_t> ChatFormat::RenderChat(const json& body, std::vector<ToolDescription>* declared) const {
   if (!has_chat()) {
     throw ApiError(400, "this model has no chat template tessera knows; use /v1/completions", "messages");
   }
-  ParseTools(body);  // checks `tools` and `tool_choice` for every format
+  std::vector<ToolDescription> tools = ParseTools(body);  // checks `tools` and `tool_choice` for every format
   try {
-    if (harmony_) return harmony_->RenderForCompletion(HarmonyConversation(body, {}));
+    std::vector<int32_t> ids;
+    if (harmony_) {
+      ids = harmony_->RenderForCompletion(HarmonyConversation(body, tools, {}));
+      if (declared) *declared = std::move(tools);
+      return ids;
+    }
     ChatOptions options;
     // The template sees the tools even with tool_choice "none" (vLLM's default); the reply is
     // then not read for calls.
@@ -311,7 +316,9 @@ std::vector<int32_t> ChatFormat::RenderChat(const json& body) const {
       options.enable_thinking = Boolean(*kwargs, "enable_thinking", true);
     }
     const std::vector<ChatMessage> messages = TemplateConversation(body);
-    return chat_template_->RenderIds(*tokenizer_, messages, options);
+    ids = chat_template_->RenderIds(*tokenizer_, messages, options);
+    if (declared) *declared = std::move(tools);
+    return ids;
   } catch (const Error& e) {
     Bad("messages", e.what());  // the template's own checks (alternation, tool call ids, UTF-8)
   }
@@ -374,8 +381,9 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
   if (chat) {
     if (Boolean(body, "logprobs", false)) r.top_logprobs = static_cast<int>(Integer(body, "top_logprobs", 0, 0, 20));
     else if (Field(body, "top_logprobs")) Bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
-    r.prompt = format.RenderChat(body);
-    r.tools = !ParseTools(body).empty();
+    std::vector<ToolDescription> tools;
+    r.prompt = format.RenderChat(body, &tools);
+    r.tools = !tools.empty();
   } else {
     if (Field(body, "logprobs")) r.top_logprobs = static_cast<int>(Integer(body, "logprobs", 0, 0, 5));
     if (Boolean(body, "echo", false)) Bad("echo", "'echo' is not supported");

@@ -72,8 +72,9 @@ class ChatFormat {
   // How replies write tool calls (engine/tool_calls.h); kNone for harmony and completions.
   ToolCallFormat tool_format() const;
   // The prompt ids of a chat request body's messages (with its reasoning_effort, tools,
-  // chat_template_kwargs). Throws ApiError 400 for malformed messages.
-  std::vector<int32_t> RenderChat(const ApiJson& body) const;
+  // chat_template_kwargs). Throws ApiError 400 for malformed messages. `declared` (optional)
+  // receives the tools the request declares (ParseTools).
+  std::vector<int32_t> RenderChat(const ApiJson& body, std::vector<ToolDescription>* declared = nullptr) const;
   // Ids that end a reply: harmony's <|return|>, <|call|>, <|endoftext|>; the family's turn-end
   // and EOS tokens; for /v1/completions without a template, config.json's EOS ids.
   const std::vector<int32_t>& chat_stop_tokens() const { return chat_stops_; }

@@ -81,6 +81,7 @@ CpuFeatures Detect() {
     f.avx512bw = (ebx >> 30) & 1;
     f.avx512vl = (ebx >> 31) & 1;
     f.avx512_vbmi = (ecx >> 1) & 1;
+    f.avx512_vbmi2 = (ecx >> 6) & 1;
     f.avx512_vnni = (ecx >> 11) & 1;
     f.avx512_fp16 = (edx >> 23) & 1;
     f.amx_bf16 = (edx >> 22) & 1;
@@ -95,7 +96,7 @@ CpuFeatures Detect() {
   }
   if (!f.os_avx512) {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512cd = false;
-    f.avx512_vnni = f.avx512_vbmi = f.avx512_bf16 = f.avx512_fp16 = false;
+    f.avx512_vnni = f.avx512_vbmi = f.avx512_vbmi2 = f.avx512_bf16 = f.avx512_fp16 = false;
   }
   if (f.amx_tile) f.amx_permitted = RequestAmxPermission();
   return f;
@@ -146,6 +147,7 @@ std::string CpuFeatures::Summary() const {
   add("AVX512DQ", avx512dq);
   add("AVX512_VNNI", avx512_vnni);
   add("AVX512_VBMI", avx512_vbmi);
+  add("AVX512_VBMI2", avx512_vbmi2);
   add("AVX512_BF16", avx512_bf16);
   add("AVX512_FP16", avx512_fp16);
   add("AVX_VNNI", avx_vnni);

@@ -21,7 +21,7 @@ struct CpuFeatures {
   std::string brand;
   bool avx2 = false, fma = false, f16c = false, bmi2 = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512cd = false;
-  bool avx512_vnni = false, avx512_vbmi = false, avx512_bf16 = false, avx512_fp16 = false;
+  bool avx512_vnni = false, avx512_vbmi = false, avx512_vbmi2 = false, avx512_bf16 = false, avx512_fp16 = false;
   bool avx_vnni = false;
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
   // The OS saves the AVX (YMM) and AVX-512 (opmask/ZMM) state on context switches.

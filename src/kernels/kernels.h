@@ -35,6 +35,14 @@ struct Int4Weights {
   size_t group;
 };
 
+// An N:M sparse matrix (kernels/nm_linear.h): row group g (rows 16 g ..) at data + 16 g row_bytes;
+// scales [n] f32 for int8 (else null).
+struct NmWeights {
+  const uint8_t* data;
+  size_t row_bytes;
+  const float* scales;
+};
+
 struct KernelTable {
   Isa isa;
   // Per-entry name of the implementation actually used ("avx512", "scalar", ...).
@@ -51,6 +59,8 @@ struct KernelTable {
   const char* matmul_q8_int8_isa;
   const char* matmul_int4_isa;
   const char* matmul_q8_int4_isa;
+  const char* matmul_nm_bf16_isa;
+  const char* matmul_q8_nm_int8_isa;
   const char* attend_isa;
 
   // dst[i] = float(src[i]) for i < n. Exact.
@@ -150,6 +160,15 @@ struct KernelTable {
   // Fast: q8 activations; w.group % 32 == 0.
   void (*matmul_q8_int4)(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, size_t n_end,
                          const float* bias, float* y, size_t ldy);
+
+  // N:M sparse weights (kernels/nm_linear.h defines the layout and both results, which every ISA
+  // reproduces bit for bit). Column ranges: n_begin % 16 == 0, n_end % 16 == 0 or n_end == n.
+  // Exact: bf16 kept values, float32 activations x [m, k], row stride k.
+  void (*matmul_nm_bf16)(const float* x, size_t m, size_t k, NmWeights w, size_t n_begin, size_t n_end,
+                         const float* bias, float* y, size_t ldy);
+  // Fast: int8 kept values, q8 activations (k % 32 == 0).
+  void (*matmul_q8_nm_int8)(Q8Rows x, size_t m, size_t k, NmWeights w, size_t n_begin, size_t n_end,
+                            const float* bias, float* y, size_t ldy);
 };
 
 // The table for `isa` (which must satisfy IsaSupported(isa)).
@@ -176,5 +195,12 @@ void FillAvx512VnniQ8(KernelTable& table);
 // matmul_int4 (int4_avx2.cpp / int4_avx512.cpp).
 void FillAvx2Int4(KernelTable& table);
 void FillAvx512Int4(KernelTable& table);
+// N:M sparse entries (nm_linear.cpp: reference; nm_linear_avx2.cpp; nm_linear_avx512.cpp;
+// nm_linear_avx512vbmi2.cpp with VBMI2; nm_linear_avx512vnni.cpp with AVX512-VNNI and VBMI2).
+void FillReferenceNm(KernelTable& table);
+void FillAvx2Nm(KernelTable& table);
+void FillAvx512Nm(KernelTable& table);
+void FillAvx512Vbmi2Nm(KernelTable& table);
+void FillAvx512VnniNm(KernelTable& table);
 
 }  // namespace tessera

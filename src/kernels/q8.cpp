@@ -48,6 +48,22 @@ bool PackMxfp4ForQ8(const uint8_t* blocks, const uint8_t* scales, size_t n, size
   return true;
 }
 
+bool QuantizeRowToInt8(const float* row, size_t k, int8_t* out, float* scale) {
+  float amax = 0.0f;
+  for (size_t c = 0; c < k; ++c) {
+    if (!std::isfinite(row[c])) return false;
+    amax = std::max(amax, std::fabs(row[c]));
+  }
+  *scale = amax == 0.0f ? 0.0f : amax / 127.0f;
+  if (amax == 0.0f) {
+    std::fill(out, out + k, int8_t{0});
+    return true;
+  }
+  const float inv = 127.0f / amax;
+  for (size_t c = 0; c < k; ++c) out[c] = static_cast<int8_t>(std::clamp(std::nearbyint(row[c] * inv), -127.0f, 127.0f));
+  return true;
+}
+
 namespace {
 
 // Rows j of W[n, k] as float32 through `row_of(j, out)`; the quantizer of both entry points.
@@ -57,25 +73,16 @@ bool QuantizeRowsToQ8Int8(const RowOf& row_of, size_t n, size_t k, uint8_t* valu
   std::memset(values_out, 128, Q8Int8Bytes(n, k));  // zero columns
   std::fill(scales_out, scales_out + Q8PaddedColumns(n), 0.0f);
   std::vector<float> row(k);
+  std::vector<int8_t> q(k);
   for (size_t j = 0; j < n; ++j) {
     row_of(j, row.data());
-    float amax = 0.0f;
-    for (size_t c = 0; c < k; ++c) {
-      if (!std::isfinite(row[c])) {
-        if (bad_row) *bad_row = j;
-        return false;
-      }
-      amax = std::max(amax, std::fabs(row[c]));
+    if (!QuantizeRowToInt8(row.data(), k, q.data(), &scales_out[j])) {
+      if (bad_row) *bad_row = j;
+      return false;
     }
     const size_t g = j / kQ8Group, c = j % kQ8Group;
     uint8_t* group = values_out + g * (k * kQ8Group);
-    if (amax == 0.0f) continue;  // scale 0, values 0
-    scales_out[j] = amax / 127.0f;
-    const float inv = 127.0f / amax;
-    for (size_t kk = 0; kk < k; ++kk) {
-      const float v = std::clamp(std::nearbyint(row[kk] * inv), -127.0f, 127.0f);
-      group[(kk / 4) * 64 + c * 4 + kk % 4] = static_cast<uint8_t>(static_cast<int>(v) + 128);
-    }
+    for (size_t kk = 0; kk < k; ++kk) group[(kk / 4) * 64 + c * 4 + kk % 4] = static_cast<uint8_t>(int{q[kk]} + 128);
   }
   return true;
 }

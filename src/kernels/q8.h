@@ -59,6 +59,10 @@ inline size_t Q8Int8Bytes(size_t n, size_t k) { return Q8PaddedColumns(n) * k; }
 bool PackMxfp4ForQ8(const uint8_t* blocks, const uint8_t* scales, size_t n, size_t k, uint8_t* codes_out,
                     uint8_t* scales_out, size_t* bad_row);
 
+// One row of k floats to int8 with the per-row rule above: scale = amax / 127 (0 for an all-zero
+// row), out = clamp(rne(w * 127 / amax), +-127). False when the row holds NaN or +-inf.
+bool QuantizeRowToInt8(const float* row, size_t k, int8_t* out, float* scale);
+
 // Quantizes a BF16 matrix W[n, k] row by row to int8 (layout above): values Q8Int8Bytes(n, k),
 // scales Q8PaddedColumns(n). Returns false when a row holds NaN or +-inf (`bad_row` names it).
 bool QuantizeBf16ToQ8Int8(const uint16_t* w, size_t n, size_t k, uint8_t* values_out, float* scales_out,

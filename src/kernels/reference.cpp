@@ -329,6 +329,7 @@ void FillReferenceKernels(KernelTable& t) {
   t.matmul_int4_isa = "scalar";
   t.matmul_q8_int4 = MatmulQ8Int4;
   t.matmul_q8_int4_isa = "scalar";
+  FillReferenceNm(t);  // nm_linear.cpp
 }
 
 }  // namespace tessera

@@ -45,6 +45,10 @@ constexpr std::array kFormats = {
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeInt4Linear(s, false, w); }},
     FormatRow{LinearFormat::kInt4Q8, "int4-q8", 32,
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeInt4Linear(s, true, w); }},
+    FormatRow{LinearFormat::kNmBf16, "nm-bf16", 1,
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeNmLinear(s, false, w); }},
+    FormatRow{LinearFormat::kNmInt8, "nm-int8", 32,
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeNmLinear(s, true, w); }},
 };
 
 const FormatRow& RowOf(LinearFormat format) {
@@ -123,11 +127,12 @@ LinearSource LinearSource::Int4Module(std::string name, const Int4Stored& stored
 
 LinearSource LinearSource::Interleave(LinearSource a, const LinearSource& b) {
   TESSERA_CHECK(a.count == b.count && a.rows == b.rows && a.cols == b.cols && a.int4() == b.int4() &&
-                a.mxfp4 == b.mxfp4 && a.col0 == b.col0);
+                a.mxfp4 == b.mxfp4 && a.col0 == b.col0 && a.SameSparsity(b));
   LinearSource s = a;
   s.name = a.name + " / " + b.name;
   s.rows = 2 * a.rows;
   s.row_data.clear();
+  s.row_scales.clear();
   s.int4_rows.clear();
   const uint32_t shift = static_cast<uint32_t>(a.int4_tensors.size());
   s.int4_tensors.insert(s.int4_tensors.end(), b.int4_tensors.begin(), b.int4_tensors.end());
@@ -138,6 +143,10 @@ LinearSource LinearSource::Interleave(LinearSource a, const LinearSource& b) {
     } else {
       s.row_data.push_back(a.row_data[r]);
       s.row_data.push_back(b.row_data[r]);
+      if (a.nm_bitmask) {
+        s.row_scales.push_back(a.row_scales[r]);
+        s.row_scales.push_back(b.row_scales[r]);
+      }
     }
   }
   TESSERA_CHECK(!a.mxfp4);  // no interleaved MXFP4 sources (gpt-oss stores gate_up fused)
@@ -147,7 +156,7 @@ LinearSource LinearSource::Interleave(LinearSource a, const LinearSource& b) {
 
 void LinearSource::Append(const LinearSource& next) {
   TESSERA_CHECK(next.rows == rows && next.cols == cols && next.int4() == int4() && next.mxfp4 == mxfp4 &&
-                next.col0 == col0);
+                next.col0 == col0 && SameSparsity(next));
   const uint32_t shift = static_cast<uint32_t>(int4_tensors.size());
   int4_tensors.insert(int4_tensors.end(), next.int4_tensors.begin(), next.int4_tensors.end());
   for (const auto& [t, r] : next.int4_rows) int4_rows.emplace_back(t + shift, r);
@@ -171,6 +180,12 @@ bool LinearSource::Contiguous() const {
 }
 
 LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& policy) {
+  // N:M rows: held sparse (bf16 as stored, int8 under --dense int8) unless the policy turns the
+  // sparse kernels off; bitmask-compressed rows have no dense form here, so they stay sparse.
+  if (source.nm_group > 0 && (policy.sparse || source.nm_bitmask)) {
+    if (policy.fast && policy.dense_int8 && source.cols % static_cast<int64_t>(kQ8Block) == 0) return LinearFormat::kNmInt8;
+    if (source.dtype == DType::kBF16 || source.nm_bitmask) return LinearFormat::kNmBf16;
+  }
   if (source.mxfp4) return policy.fast ? LinearFormat::kMxfp4Q8 : LinearFormat::kMxfp4;
   if (source.int4()) {
     const Int4Stored& t = source.int4_tensors.front();

@@ -10,6 +10,9 @@
 //   int4             group-quantized 4-bit weights (AutoAWQ GEMM, compressed-tensors
 //                    pack-quantized) repacked into kernels/int4.h's layout, float32 activations
 //   int4-q8          the same layout against int8 activations (fast path, group size % 32 == 0)
+//   nm-bf16          N:M sparse rows: kept bf16 values + a bit per column (kernels/nm_linear.h),
+//                    from dense-with-zeros rows or compressed-tensors sparse-24-bitmask (exact)
+//   nm-int8          the same rows quantized as the int8 format, int8 activations (fast path)
 // ChooseLinearFormat is the one place that picks a format for a matrix, from its stored dtype and
 // the precision options; LoadLinear builds it from a LinearSource (the stored rows, already
 // sliced for tensor parallelism), releasing the mapped pages it copied, so one copy of every
@@ -30,7 +33,7 @@
 
 namespace tessera {
 
-enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8 };
+enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8, kNmBf16, kNmInt8 };
 std::string_view LinearFormatName(LinearFormat format);
 // A format's matrices have a multiple of this many columns (32 for the q8 and MXFP4 blocks, 1 for
 // the float formats).
@@ -98,8 +101,18 @@ struct LinearSource {
   std::vector<const uint8_t*> row_scales;  // MXFP4 only
   std::vector<Int4Stored> int4_tensors;
   std::vector<std::pair<uint32_t, int64_t>> int4_rows;
-  int64_t col0 = 0;  // int4 only
+  int64_t col0 = 0;  // int4 and nm_bitmask only
   bool int4() const { return !int4_tensors.empty(); }
+  // N:M sparse rows (model/sparse_scheme.h): every whole group of nm_group columns holds at most
+  // nm_kept non-zeros (nm_group 0: no pattern). Float rows are then dense with zeros; with
+  // nm_bitmask (compressed-tensors sparse-24-bitmask) row_data points at a stored row's kept
+  // values (dtype, in column order, from the row's column 0), row_scales at its bitmask bytes,
+  // and the matrix is its dense columns [col0, col0 + cols).
+  int nm_kept = 0, nm_group = 0;
+  bool nm_bitmask = false;
+  bool SameSparsity(const LinearSource& other) const {
+    return nm_kept == other.nm_kept && nm_group == other.nm_group && nm_bitmask == other.nm_bitmask;
+  }
   // Mapped ranges the matrices were read from; released once copied unless `shared` (another
   // user, e.g. the embedding table behind a tied lm_head, still reads them).
   std::vector<std::pair<const uint8_t*, size_t>> mapped;
@@ -131,12 +144,14 @@ struct LinearSource {
 struct LinearPolicy {
   bool fast = false;        // int8 activations where a format has them (mxfp4 -> mxfp4-q8)
   bool dense_int8 = false;  // float matrices -> int8 (fast only)
+  bool sparse = true;       // N:M rows -> the sparse formats (nm-bf16 / nm-int8); false: dense
 };
 
 // The one place that picks a format: MXFP4 sources stay MXFP4 (q8-repacked when fast), int4
 // sources int4 (int4-q8 when fast and their groups are whole q8 blocks), float sources keep their
 // dtype (bf16 / f16 / f32) unless policy.dense_int8 and their rows are whole 32-value blocks (tiny
-// test models' odd widths stay as stored).
+// test models' odd widths stay as stored); N:M sources (bf16, or bitmask-compressed) take the
+// sparse formats, nm-int8 where the dense ones would be int8.
 LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& policy);
 
 // Builds `format` from `source` (on GlobalPool()); throws tessera::Error naming source.name and

@@ -15,7 +15,7 @@ bool MatchesPattern(const std::string& pattern, const std::string& module) {
   try {
     return std::regex_search(module, std::regex(pattern.substr(3)), std::regex_constants::match_continuous);
   } catch (const std::regex_error&) {
-    Fail("quantization_config: pattern ", Quote(pattern), " is not a valid regular expression");
+    Fail("compressed-tensors config: pattern ", Quote(pattern), " is not a valid regular expression");
   }
 }
 
@@ -75,6 +75,11 @@ bool Int4Scheme::Quantizes(const std::string& module) const {
     return std::none_of(not_converted.begin(), not_converted.end(),
                         [&](const std::string& key) { return module.find(key) != std::string::npos; });
   }
+  return CompressedTensorsMatches(targets, ignore, module);
+}
+
+bool CompressedTensorsMatches(const std::vector<std::string>& targets, const std::vector<std::string>& ignore,
+                              const std::string& module) {
   for (const std::string& entry : ignore) {
     if (entry == module || MatchesPattern(entry, module)) return false;
   }
@@ -92,7 +97,16 @@ std::string Int4Scheme::Describe() const {
 std::optional<Int4Scheme> Int4SchemeOf(const ModelConfig& config, const std::string& source) {
   const QuantizationConfig& q = config.quantization;
   if (q.quant_method == "awq") return AutoAwqScheme(q, source);
-  if (q.quant_method == "compressed-tensors") return PackQuantizedScheme(q, source);
+  if (q.quant_method == "compressed-tensors") {
+    // A sparsity-only compressed-tensors config (model/sparse_scheme.h) quantizes nothing.
+    const auto& raw = config.raw;
+    const bool sparsity_only = q.config_groups.empty() && raw.contains("quantization_config") &&
+                               raw["quantization_config"].is_object() &&
+                               raw["quantization_config"].contains("sparsity_config") &&
+                               !raw["quantization_config"]["sparsity_config"].is_null();
+    if (sparsity_only) return std::nullopt;
+    return PackQuantizedScheme(q, source);
+  }
   return std::nullopt;
 }
 

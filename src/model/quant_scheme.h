@@ -42,6 +42,11 @@ struct Int4Scheme {
   std::string Describe() const;
 };
 
+// compressed-tensors' module selection: a module in `targets` ("Linear", or "re:" patterns matched
+// as Python's re.match) and not in `ignore` (names or patterns). Shared with sparse_scheme.h.
+bool CompressedTensorsMatches(const std::vector<std::string>& targets, const std::vector<std::string>& ignore,
+                              const std::string& module);
+
 // The scheme of a quantized dense checkpoint, nullopt for an unquantized one (or gpt-oss's MXFP4
 // experts, which tensor_specs describes itself); throws tessera::Error naming `source` for
 // schemes tessera cannot load.

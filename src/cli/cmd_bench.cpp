@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "kernels/nm_linear.h"
 #include "kernels/peak.h"
 #include "cli/model_options.h"
 #include "core/bandwidth.h"
@@ -74,6 +75,9 @@ std::string ModelLabel(const Model& m) {
     dtype = (m.int4_scheme()->layout == Int4Layout::kAutoAwqGemm ? "AWQ int4 g" : "int4 g") +
             (g > 0 ? std::to_string(g) : std::string("row")) +
             (m.options().dense == DenseWeights::kInt8 ? ", Q8 rest" : "");
+  }
+  if (m.sparse_scheme() && m.LinearFormatsInUse().find("nm-") != std::string::npos) {
+    dtype += ", " + NmPatternName(m.sparse_scheme()->kept, m.sparse_scheme()->group) + " sparse";
   }
   return c.model_type + " " + size + " " + dtype;
 }

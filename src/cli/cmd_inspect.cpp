@@ -148,6 +148,17 @@ void RunInspect(const InspectArgs& args) {
   const bool described = config.has_value();
   if (described) specs = ModelTensorSpecs(*config, config_path);
   const std::optional<Int4Scheme> int4 = described ? Int4SchemeOf(*config, config_path) : std::nullopt;
+  const std::optional<SparseScheme> sparse = described ? SparseSchemeOf(*config, config_path) : std::nullopt;
+  // Modules the sparse scheme covers, as the tensor list names them (.weight or .compressed).
+  size_t sparse_modules = 0;
+  for (const TensorSpec& s : specs) {
+    const std::string module = s.name.substr(0, s.name.rfind('.'));
+    const bool weight = s.kind == TensorKind::kNmValues ||
+                        (s.name.size() > 7 && s.name.compare(s.name.size() - 7, 7, ".weight") == 0 &&
+                         (s.kind == TensorKind::kLinearWeight || s.kind == TensorKind::kExpertLinear ||
+                          s.kind == TensorKind::kRouterWeight || s.kind == TensorKind::kLmHead));
+    if (sparse && weight && sparse->Sparse(module)) ++sparse_modules;
+  }
   // What loading would refuse although every tensor matches (the same rule as Model::Load).
   const std::string blocker = described ? LoadBlocker(*config, config_path) : std::string();
   std::unordered_map<std::string, const TensorSpec*> spec_by_name;
@@ -212,6 +223,7 @@ void RunInspect(const InspectArgs& args) {
                        {"sliding_window", c.sliding_window ? nlohmann::json(*c.sliding_window) : nlohmann::json()},
                        {"rope_type", c.rope_scaling ? c.rope_scaling->rope_type : "default"},
                        {"quant_method", c.quantization.quant_method}};
+      if (sparse) out["sparsity"] = {{"scheme", sparse->Describe()}, {"modules", sparse_modules}};
       if (int4 && int4_weights > 0) {
         out["int4"] = {{"scheme", int4->Describe()},
                        {"modules", int4_modules},
@@ -295,6 +307,10 @@ void RunInspect(const InspectArgs& args) {
       }
       std::printf("quantization: %s\n",
                   c.quantization.quant_method.empty() ? "none" : c.quantization.quant_method.c_str());
+      if (sparse) {
+        std::printf("sparsity: %s; %zu modules, held as kept values + a bit per weight (--sparse off: dense)\n",
+                    sparse->Describe().c_str(), sparse_modules);
+      }
       if (int4 && int4_weights > 0) {
         // Held: the codes plus one zero byte and one f32 scale per group (model/formats/int4.cpp).
         std::string held;

@@ -12,7 +12,7 @@ namespace tessera::cli {
 namespace {
 
 struct SparsifyArgs {
-  std::string model, out, pattern = "2:4", method = "magnitude", calib;
+  std::string model, out, pattern = "2:4", method = "magnitude", calib, format = "dense";
   int64_t samples = 32;
   bool force = false;
 };
@@ -35,9 +35,11 @@ void RunSparsify(const SparsifyArgs& a) {
   o.calib_file = a.calib;
   o.samples = a.samples;
   o.overwrite = a.force;
+  o.bitmask24 = a.format == "sparse-24-bitmask";
   o.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   const SparsifyResult r = SparsifyCheckpoint(a.model, a.out, o);
-  std::printf("sparsify: %s -> %s (%d:%d, %s)\n", a.model.c_str(), a.out.c_str(), o.kept, o.group, a.method.c_str());
+  std::printf("sparsify: %s -> %s (%d:%d, %s, %s)\n", a.model.c_str(), a.out.c_str(), o.kept, o.group, a.method.c_str(),
+              a.format.c_str());
   if (r.calibration_tokens > 0) std::printf("calibration: %lld tokens\n", static_cast<long long>(r.calibration_tokens));
   std::printf("pruned %zu modules: %llu of %llu weights zeroed (%.1f %%); wrote %zu tensors in %zu file%s\n",
               r.pruned_modules, static_cast<unsigned long long>(r.zeros_after),
@@ -51,7 +53,7 @@ void RunSparsify(const SparsifyArgs& a) {
 
 void RegisterSparsify(CLI::App& app) {
   auto args = std::make_shared<SparsifyArgs>();
-  auto* cmd = app.add_subcommand("sparsify", "N:M-prune a dense family's linear layers (dense-with-zeros checkpoint)");
+  auto* cmd = app.add_subcommand("sparsify", "N:M-prune a dense family's linear layers into a checkpoint tessera runs sparse");
   cmd->add_option("-m,--model", args->model, "input model directory (Llama, Mistral, Qwen2/3, Qwen3-MoE; unquantized)")
       ->required();
   cmd->add_option("--pattern", args->pattern, "N:M: keep N of every M consecutive inputs per output row")
@@ -61,6 +63,10 @@ void RegisterSparsify(CLI::App& app) {
   cmd->add_option("--calib", args->calib, "wanda: calibration text file (tokenized with the model's tokenizer)");
   cmd->add_option("--samples", args->samples, "wanda: calibration windows of 512 tokens")->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--format", args->format,
+                  "dense: the same tensors with zeros (transformers loads it as is); sparse-24-bitmask: "
+                  "compressed-tensors' 2:4 form (kept values + bitmask, 9/16 of the bf16 bytes)")
+      ->capture_default_str()->check(CLI::IsMember({"dense", "sparse-24-bitmask"}));
   cmd->add_option("-o,--out", args->out, "output directory (created; must be empty unless --force)")->required();
   cmd->add_flag("-f,--force", args->force, "replace the model files of a non-empty output directory");
   cmd->callback([args] { RunSparsify(*args); });

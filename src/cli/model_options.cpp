@@ -36,6 +36,12 @@ void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precisi
                   "divide the experts)")
       ->capture_default_str()
       ->check(CLI::IsMember({"tensor", "expert"}));
+  cmd->add_option("--sparse", args.sparse,
+                  "checkpoints whose config records an N:M pattern (tessera sparsify, compressed-tensors "
+                  "sparsity_config): on holds those weights as kept values + masks and runs the sparse "
+                  "kernels; off runs dense-with-zeros weights dense (bitmask-compressed ones stay sparse)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 ModelOptions ToModelOptions(const ModelArgs& args) {
@@ -43,6 +49,7 @@ ModelOptions ToModelOptions(const ModelArgs& args) {
   o.precision = args.precision == "exact" ? Precision::kExact : Precision::kFast;
   o.dense = args.dense == "int8" ? DenseWeights::kInt8 : DenseWeights::kBf16;
   o.exact_layers = args.exact_layers;
+  o.sparse_kernels = args.sparse == "on";
   o.tp_experts = args.tp_experts == "expert" ? TpExperts::kExpert : TpExperts::kTensor;
   o.tp = MakeTensorParallelGroup(args.tp);
   if (o.tp && o.tp->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) {

@@ -17,10 +17,11 @@ struct ModelArgs {
   int exact_layers = 0;
   int tp = 1;
   std::string tp_experts = "tensor";
+  std::string sparse = "on";
 };
 
-// Adds --precision (default `default_precision`), --dense, --exact-layers, --tp and --tp-experts
-// to `cmd`.
+// Adds --precision (default `default_precision`), --dense, --exact-layers, --tp, --tp-experts and
+// --sparse to `cmd`.
 void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precision);
 // With --tp P > 1 this joins the MPI job (which must have P ranks) and silences stdout on every
 // rank but 0, so the job prints one copy of the output (errors still reach stderr).

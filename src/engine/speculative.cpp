@@ -82,7 +82,13 @@ DecodeByteModel DecodeBytesOf(const ModelConfig& config, const ModelOptions& opt
         (t.name.find(".experts.") != std::string::npos ? expert_bytes : m.shared) += bytes;
         break;
       }
+      case TensorKind::kNmValues:
+      case TensorKind::kNmBitmask:
+        // Held as kept values plus one mask bit per weight: about what is stored.
+        (t.name.find(".experts.") != std::string::npos ? expert_bytes : m.shared) += static_cast<double>(t.nbytes());
+        break;
       case TensorKind::kInt4Shape:
+      case TensorKind::kNmShape:
         break;
       case TensorKind::kExpertBias:
       case TensorKind::kNorm:

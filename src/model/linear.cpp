@@ -125,6 +125,26 @@ LinearSource LinearSource::Int4Module(std::string name, const Int4Stored& stored
   return s;
 }
 
+LinearSource LinearSource::Bitmask24Module(std::string name, DType dtype, const uint8_t* values, const uint8_t* bitmask,
+                                           int64_t out, int64_t in, std::vector<std::pair<const uint8_t*, size_t>> mapped,
+                                           int64_t row0, int64_t nrows, int64_t col0, int64_t ncols) {
+  LinearSource s;
+  s.name = std::move(name);
+  s.dtype = dtype;
+  s.rows = nrows < 0 ? out : nrows;
+  s.cols = ncols < 0 ? in - col0 : ncols;
+  s.col0 = col0;
+  s.nm_kept = 2, s.nm_group = 4, s.nm_bitmask = true;
+  TESSERA_CHECK(row0 >= 0 && row0 + s.rows <= out && col0 >= 0 && col0 + s.cols <= in);
+  const size_t value_row = static_cast<size_t>(in / 2) * DTypeSize(dtype), mask_row = static_cast<size_t>((in + 7) / 8);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    s.row_data.push_back(values + static_cast<size_t>(row0 + r) * value_row);
+    s.row_scales.push_back(bitmask + static_cast<size_t>(row0 + r) * mask_row);
+  }
+  s.mapped = std::move(mapped);
+  return s;
+}
+
 LinearSource LinearSource::Interleave(LinearSource a, const LinearSource& b) {
   TESSERA_CHECK(a.count == b.count && a.rows == b.rows && a.cols == b.cols && a.int4() == b.int4() &&
                 a.mxfp4 == b.mxfp4 && a.col0 == b.col0 && a.SameSparsity(b));

@@ -130,6 +130,12 @@ struct LinearSource {
   // one stored int4 module; `mapped` lists its tensors' bytes.
   static LinearSource Int4Module(std::string name, const Int4Stored& stored, std::vector<std::pair<const uint8_t*, size_t>> mapped,
                                  int64_t row0 = 0, int64_t nrows = -1, int64_t col0 = 0, int64_t ncols = -1);
+  // Rows [row0, row0 + nrows) and dense columns [col0, col0 + ncols) of a compressed-tensors
+  // sparse-24-bitmask module W [out, in]: kept values [out, in/2] of `dtype`, bitmask bytes
+  // [out, ceil(in/8)]; `mapped` lists both tensors' bytes.
+  static LinearSource Bitmask24Module(std::string name, DType dtype, const uint8_t* values, const uint8_t* bitmask,
+                                      int64_t out, int64_t in, std::vector<std::pair<const uint8_t*, size_t>> mapped,
+                                      int64_t row0 = 0, int64_t nrows = -1, int64_t col0 = 0, int64_t ncols = -1);
   // Rows a_0, b_0, a_1, b_1, ...: gate and up interleaved (same count, rows, cols and kind).
   static LinearSource Interleave(LinearSource a, const LinearSource& b);
   // Appends `next`'s matrices after this source's (stacked experts; same rows, cols and kind).

@@ -93,6 +93,10 @@ struct ModelOptions {
   // Called during Forward with the inputs of every dense layer's linear modules (one process,
   // no tensor parallelism); empty: nothing is called.
   LinearInputObserver observe_linear_inputs = nullptr;
+  // Modules the checkpoint records as N:M sparse (model/sparse_scheme.h) run the sparse kernels
+  // (nm-bf16, nm-int8 under --dense int8); false holds dense-with-zeros ones dense (the A/B
+  // baseline; bitmask-compressed ones stay sparse).
+  bool sparse_kernels = true;
 };
 
 class Model {
@@ -105,6 +109,8 @@ class Model {
 
   // The checkpoint's int4 modules (model/quant_scheme.h), when it has any.
   const std::optional<Int4Scheme>& int4_scheme() const { return int4_; }
+  // The checkpoint's N:M sparse modules (model/sparse_scheme.h), when it has any.
+  const std::optional<SparseScheme>& sparse_scheme() const { return sparse_; }
   const ModelConfig& config() const { return config_; }
   const Architecture& architecture() const { return *arch_; }
   const ModelOptions& options() const { return options_; }
@@ -125,6 +131,9 @@ class Model {
   // `kv_element_bytes` each. Norms and biases (a few KB per layer) are left out. The decode
   // roofline is measured read bandwidth / this.
   double DecodeBytes(int64_t position, size_t kv_element_bytes) const;
+  // The formats a decode step's matrices are held in, with their share of its weight bytes,
+  // largest first: "nm-bf16 78 %, bf16 22 %" (bench labels, tests).
+  std::string LinearFormatsInUse() const;
   // Multiply-add operations x 2 of the matmuls one token runs: every dense matrix, on MoE layers
   // top_k experts' (this rank's share), lm_head; attention's scores and values are left out (a
   // few percent at the prefill lengths benchmarks use). The prefill ceiling divides by it.
@@ -194,6 +203,7 @@ class Model {
 
   const Architecture* arch_ = nullptr;
   std::optional<Int4Scheme> int4_;  // the checkpoint's int4 modules (quant_scheme.h), if any
+  std::optional<SparseScheme> sparse_;  // its N:M sparse modules (sparse_scheme.h), if any
   const uint8_t* embed_ = nullptr;  // [V, H] in embed_dtype_, in the mapping
   DType embed_dtype_ = DType::kBF16;
   std::unique_ptr<LinearWeights> lm_head_;  // [V or V / P, H]

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "io/model_dir.h"
 #include "kernels/mxfp4.h"
+#include "kernels/nm_linear.h"
 #include "model/model.h"
 #include "model/quant_scheme.h"
 #include "model/tensor_specs.h"
@@ -54,6 +55,7 @@ std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& 
   const ModelConfig& c = model->config_;
   model->arch_ = &ArchitectureOf(c, config_path);
   model->int4_ = Int4SchemeOf(c, config_path);
+  model->sparse_ = SparseSchemeOf(c, config_path);
   if (const std::string blocker = LoadBlocker(c, config_path); !blocker.empty()) Fail(blocker);
   model->generation_config_ = LoadGenerationConfig(dir);
   model->store_ = WeightStore::Open(path);
@@ -135,13 +137,18 @@ void Model::LoadWeights() {
   // Rows [row0, row0 + rows) and columns [col0, col0 + cols) of linear module `module` (its
   // .weight, or its int4 tensors: quant_scheme.h).
   auto matrix = [&](const std::string& module, int64_t row0 = 0, int64_t rows = -1, int64_t col0 = 0,
-                    int64_t cols = -1) { return ModuleSource(store, int4_, module, row0, rows, col0, cols); };
+                    int64_t cols = -1) { return ModuleSource(store, int4_, module, row0, rows, col0, cols, sparse_); };
   // Matrices stored alike (one dtype, or all int4): the sources of one LinearWeights.
   auto same_kind = [&](const LinearSource& a, const LinearSource& b) {
     if (a.int4() != b.int4() || (!a.int4() && a.dtype != b.dtype)) {
       Fail(path_, ": tensors '", a.name, "' and '", b.name, "' must be stored alike (",
            a.int4() ? std::string("int4") : std::string(DTypeName(a.dtype)), " vs ",
            b.int4() ? std::string("int4") : std::string(DTypeName(b.dtype)), ")");
+    }
+    if (!a.SameSparsity(b)) {
+      Fail(path_, ": tensors '", a.name, "' and '", b.name, "' must follow the same N:M pattern and storage (",
+           a.nm_group > 0 ? NmPatternName(a.nm_kept, a.nm_group) : std::string("dense"), " vs ",
+           b.nm_group > 0 ? NmPatternName(b.nm_kept, b.nm_group) : std::string("dense"), ")");
     }
   };
   // Gate and up rows of units [i0, i0 + ni), interleaved, for `experts` modules named by `name_of`.
@@ -172,7 +179,7 @@ void Model::LoadWeights() {
                          ? LinearSource::Tensor(embed_name, embed.dtype(), embed.data, 1, V, H, r * nv_, nv_ == V ? -1 : nv_)
                          : matrix("lm_head", r * nv_, nv_ == V ? -1 : nv_);
     s.shared = c.tie_word_embeddings;
-    lm_head_ = load(s, LinearPolicy{fast, int8}, c.tie_word_embeddings);
+    lm_head_ = load(s, LinearPolicy{fast, int8, options_.sparse_kernels}, c.tie_word_embeddings);
   }
   final_norm_ = ToF32(view("model.norm.weight"));
   layers_.resize(c.num_hidden_layers);
@@ -181,7 +188,8 @@ void Model::LoadWeights() {
     const LayerPlan plan = PlanLayer(arch, c, l);
     const std::string p = StrCat("model.layers.", l, ".");
     // The first exact_layers layers keep their weights as stored and run the exact kernels.
-    const LinearPolicy policy = l >= options_.exact_layers ? LinearPolicy{fast, int8} : LinearPolicy{};
+    const LinearPolicy policy = l >= options_.exact_layers ? LinearPolicy{fast, int8, options_.sparse_kernels}
+                                                           : LinearPolicy{false, false, options_.sparse_kernels};
     L.input_norm = ToF32(view(p + "input_layernorm.weight"));
     L.post_norm = ToF32(view(p + "post_attention_layernorm.weight"));
 
@@ -291,6 +299,29 @@ void Model::ForEachMatrixOfAToken(const F& visit) const {
       visit(*L.mlp.down, 1.0);
     }
   }
+}
+
+std::string Model::LinearFormatsInUse() const {
+  std::vector<std::pair<double, LinearFormat>> bytes;
+  double total = 0.0;
+  ForEachMatrixOfAToken([&](const LinearWeights& w, double times) {
+    const double b = times * w.BytesPerMatrix();
+    total += b;
+    for (auto& [sum, format] : bytes) {
+      if (format == w.format()) {
+        sum += b;
+        return;
+      }
+    }
+    bytes.emplace_back(b, w.format());
+  });
+  std::sort(bytes.begin(), bytes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (const auto& [sum, format] : bytes) {
+    out += StrCat(out.empty() ? "" : ", ", LinearFormatName(format), " ",
+                  static_cast<int>(std::lround(100.0 * sum / std::max(total, 1.0))), " %");
+  }
+  return out;
 }
 
 double Model::DecodeBytes(int64_t position, size_t kv_element_bytes) const {

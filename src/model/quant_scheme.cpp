@@ -147,7 +147,15 @@ Int4TensorNames Int4Names(const Int4Scheme& scheme, const std::string& module) {
 
 void AddLinearSpecs(std::vector<TensorSpec>& specs, const std::optional<Int4Scheme>& scheme,
                     const std::string& module, int64_t out, int64_t in, TensorKind kind, int layer,
-                    const std::string& source) {
+                    const std::string& source, const std::optional<SparseScheme>& sparse) {
+  if (sparse && sparse->bitmask24 && sparse->Sparse(module)) {
+    const Bitmask24Names names = Bitmask24NamesOf(module);
+    if (in % 4 != 0) Fail(source, ": tensor '", names.values, "': ", in, " input features are not a multiple of 4 (2:4)");
+    specs.push_back(TensorSpec{names.values, DType::kBF16, {out, in / 2}, TensorKind::kNmValues, layer, {out, in}});
+    specs.push_back(TensorSpec{names.bitmask, DType::kU8, {out, (in + 7) / 8}, TensorKind::kNmBitmask, layer, {out, in}});
+    specs.push_back(TensorSpec{names.shape, DType::kI64, {2, 1}, TensorKind::kNmShape, layer, {out, in}});
+    return;
+  }
   if (!scheme || !scheme->Quantizes(module)) {
     specs.push_back(TensorSpec{module + ".weight", DType::kBF16, {out, in}, kind, layer});
     return;
@@ -179,10 +187,22 @@ void AddLinearSpecs(std::vector<TensorSpec>& specs, const std::optional<Int4Sche
 }
 
 LinearSource ModuleSource(const WeightStore& store, const std::optional<Int4Scheme>& scheme, const std::string& module,
-                          int64_t row0, int64_t rows, int64_t col0, int64_t cols) {
+                          int64_t row0, int64_t rows, int64_t col0, int64_t cols,
+                          const std::optional<SparseScheme>& sparse) {
+  const bool nm = sparse && sparse->Sparse(module);
+  if (nm && sparse->bitmask24) {
+    const Bitmask24Names names = Bitmask24NamesOf(module);
+    const TensorView values = store.Get(names.values), bitmask = store.Get(names.bitmask);
+    const int64_t out = values.shape()[0], in = values.shape()[1] * 2;
+    return LinearSource::Bitmask24Module(names.values, values.dtype(), values.data, bitmask.data, out, in,
+                                         {{values.data, values.nbytes()}, {bitmask.data, bitmask.nbytes()}}, row0, rows,
+                                         col0, cols);
+  }
   if (!scheme || !scheme->Quantizes(module)) {
     const TensorView t = store.Get(module + ".weight");
-    return LinearSource::Tensor(t.name(), t.dtype(), t.data, 1, t.shape()[0], t.shape()[1], row0, rows, col0, cols);
+    LinearSource s = LinearSource::Tensor(t.name(), t.dtype(), t.data, 1, t.shape()[0], t.shape()[1], row0, rows, col0, cols);
+    if (nm) s.nm_kept = sparse->kept, s.nm_group = sparse->group;
+    return s;
   }
   const Int4TensorNames names = Int4Names(*scheme, module);
   const TensorView codes = store.Get(names.codes), scales = store.Get(names.scales);

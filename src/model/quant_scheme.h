@@ -24,6 +24,7 @@
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "model/linear.h"
+#include "model/sparse_scheme.h"
 #include "model/tensor_specs.h"
 
 namespace tessera {
@@ -66,14 +67,19 @@ Int4TensorNames Int4Names(const Int4Scheme& scheme, const std::string& module);
 // tensors when the scheme quantizes it. Throws naming the tensor when the shape cannot be
 // quantized so (group size not dividing in, a group size that is not a multiple of 8, AutoAWQ's
 // out not a multiple of 8).
+// With a sparse-24-bitmask scheme (sparse_scheme.h) that covers the module: its .compressed,
+// .bitmask and .shape tensors instead (in a multiple of 4, else a one-line error).
 void AddLinearSpecs(std::vector<TensorSpec>& specs, const std::optional<Int4Scheme>& scheme,
                     const std::string& module, int64_t out, int64_t in, TensorKind kind, int layer,
-                    const std::string& source);
+                    const std::string& source, const std::optional<SparseScheme>& sparse = std::nullopt);
 
 // The stored rows [row0, row0 + rows) and columns [col0, col0 + cols) of linear module `module`
 // (its float `.weight`, or its int4 tensors, whose column range must then be whole groups:
 // otherwise a one-line error naming the module and the group size).
+// Modules a sparse scheme covers carry its pattern (LinearSource::nm_kept / nm_group), read from
+// their dense .weight or their sparse-24-bitmask tensors.
 LinearSource ModuleSource(const WeightStore& store, const std::optional<Int4Scheme>& scheme, const std::string& module,
-                          int64_t row0 = 0, int64_t rows = -1, int64_t col0 = 0, int64_t cols = -1);
+                          int64_t row0 = 0, int64_t rows = -1, int64_t col0 = 0, int64_t cols = -1,
+                          const std::optional<SparseScheme>& sparse = std::nullopt);
 
 }  // namespace tessera

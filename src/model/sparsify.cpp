@@ -17,6 +17,7 @@
 #include "model/calibration.h"
 #include "model/model.h"
 #include "model/quantize.h"
+#include "model/sparse_scheme.h"
 #include "model/tensor_specs.h"
 
 namespace tessera {
@@ -67,6 +68,9 @@ SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& 
   const auto start = std::chrono::steady_clock::now();
   if (!(options.group >= 2 && options.group <= 16 && options.kept >= 1 && options.kept < options.group)) {
     Fail("--pattern ", options.kept, ":", options.group, ": needs 1 <= N < M <= 16 (N kept of every M)");
+  }
+  if (options.bitmask24 && (options.kept != 2 || options.group != 4)) {
+    Fail("--format sparse-24-bitmask stores 2:4 only, not ", options.kept, ":", options.group);
   }
   const DenseFamilyInput input = OpenDenseFamilyInput(in_dir, out_dir, "sparsify");
   const std::string& dir = input.dir;
@@ -123,35 +127,89 @@ SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& 
       scale = std::make_shared<std::vector<float>>(static_cast<size_t>(cols));
       for (int64_t c = 0; c < cols; ++c) (*scale)[static_cast<size_t>(c)] = static_cast<float>(std::sqrt((*norm)[static_cast<size_t>(c)]));
     }
-    t.fill = [v, rows, cols, scale, kept = options.kept, group = options.group](uint8_t* dst, size_t n) {
-      std::memcpy(dst, v.data, n);
-      const size_t elem = DTypeSize(v.dtype());
-      GlobalPool().ParallelFor(static_cast<size_t>(rows), 16, [&](size_t b, size_t e) {
-        std::vector<float> scores(static_cast<size_t>(cols));
-        std::vector<uint8_t> keep(static_cast<size_t>(cols));
-        for (size_t r = b; r < e; ++r) {
-          const uint8_t* row = v.data + r * static_cast<size_t>(cols) * elem;
-          for (int64_t c = 0; c < cols; ++c) {
-            const float w = std::fabs(ElementToF32(v.dtype(), row + static_cast<size_t>(c) * elem));
-            scores[static_cast<size_t>(c)] = scale ? w * (*scale)[static_cast<size_t>(c)] : w;
+    const size_t elem = DTypeSize(v.dtype());
+    // Row r's selection (one byte per column), per output row; each tensor's fill recomputes it.
+    auto select = [v, cols, scale, kept = options.kept, group = options.group, elem](size_t r, std::vector<float>& scores,
+                                                                                      uint8_t* keep) {
+      const uint8_t* row = v.data + r * static_cast<size_t>(cols) * elem;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float w = std::fabs(ElementToF32(v.dtype(), row + static_cast<size_t>(c) * elem));
+        scores[static_cast<size_t>(c)] = scale ? w * (*scale)[static_cast<size_t>(c)] : w;
+      }
+      SelectNm(scores.data(), scores.size(), kept, group, keep);
+    };
+    // fill_row(r, keep, dst_row) for every row, in parallel; dst rows of `row_bytes`.
+    auto rows_of = [rows, cols, select](size_t row_bytes, auto fill_row) {
+      return [rows, cols, select, row_bytes, fill_row](uint8_t* dst, size_t) {
+        GlobalPool().ParallelFor(static_cast<size_t>(rows), 16, [&](size_t b, size_t e) {
+          std::vector<float> scores(static_cast<size_t>(cols));
+          std::vector<uint8_t> keep(static_cast<size_t>(cols));
+          for (size_t r = b; r < e; ++r) {
+            select(r, scores, keep.data());
+            fill_row(r, keep.data(), dst + r * row_bytes);
           }
-          SelectNm(scores.data(), scores.size(), kept, group, keep.data());
-          uint8_t* out = dst + r * static_cast<size_t>(cols) * elem;
-          for (int64_t c = 0; c < cols; ++c) {
-            if (!keep[static_cast<size_t>(c)]) std::memset(out + static_cast<size_t>(c) * elem, 0, elem);
-          }
+        });
+      };
+    };
+    const uint8_t* data = v.data;
+    const size_t row_bytes = static_cast<size_t>(cols) * elem;
+    if (!options.bitmask24) {
+      t.fill = rows_of(row_bytes, [data, cols, elem, row_bytes](size_t r, const uint8_t* keep, uint8_t* out) {
+        std::memcpy(out, data + r * row_bytes, row_bytes);
+        for (int64_t c = 0; c < cols; ++c) {
+          if (!keep[static_cast<size_t>(c)]) std::memset(out + static_cast<size_t>(c) * elem, 0, elem);
         }
       });
-    };
-    tensors.push_back(std::move(t));
+      tensors.push_back(std::move(t));
+      continue;
+    }
+    // compressed-tensors sparse-24-bitmask: kept values in column order, LSB-first bits, shape.
+    if (cols % 4 != 0) Fail(spec.name, ": ", cols, " input features are not a multiple of 4; sparse-24-bitmask needs whole groups");
+    const std::string module = spec.name.substr(0, spec.name.rfind('.'));
+    const Bitmask24Names names = Bitmask24NamesOf(module);
+    TensorToWrite values{names.values, v.dtype(), {rows, cols / 2}, nullptr};
+    values.fill = rows_of(row_bytes / 2, [data, cols, elem, row_bytes](size_t r, const uint8_t* keep, uint8_t* out) {
+      for (int64_t c = 0; c < cols; ++c) {
+        if (keep[static_cast<size_t>(c)]) std::memcpy(out, data + r * row_bytes + static_cast<size_t>(c) * elem, elem), out += elem;
+      }
+    });
+    const size_t mask_bytes = static_cast<size_t>((cols + 7) / 8);
+    TensorToWrite bitmask{names.bitmask, DType::kU8, {rows, static_cast<int64_t>(mask_bytes)}, nullptr};
+    bitmask.fill = rows_of(mask_bytes, [cols, mask_bytes](size_t, const uint8_t* keep, uint8_t* out) {
+      std::memset(out, 0, mask_bytes);
+      for (int64_t c = 0; c < cols; ++c) out[c / 8] |= static_cast<uint8_t>(keep[static_cast<size_t>(c)] << (c % 8));
+    });
+    TensorToWrite shape{names.shape, DType::kI64, {2, 1}, [rows, cols](uint8_t* dst, size_t) {
+                          const int64_t dims[2] = {rows, cols};
+                          std::memcpy(dst, dims, sizeof(dims));
+                        }};
+    tensors.push_back(std::move(values));
+    tensors.push_back(std::move(bitmask));
+    tensors.push_back(std::move(shape));
   }
   if (modules.empty()) Fail(dir, ": no linear weights of decoder layers to prune");
   nlohmann::json out_json = ParseJsonText(ReadFile(config_path), config_path);
   out_json["tessera_sparsity"] = {{"kept", options.kept},
                                   {"group", options.group},
                                   {"method", options.wanda ? "wanda" : "magnitude"},
-                                  {"format", "dense"},
+                                  {"format", options.bitmask24 ? "sparse-24-bitmask" : "dense"},
                                   {"modules", modules.size()}};
+  if (options.bitmask24) {
+    // What llm-compressor writes for a sparse-only model; the targets are the modules pruned here.
+    const double sparsity = static_cast<double>(result.zeros_after) / static_cast<double>(result.weights_in_pruned);
+    out_json["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "sparse-24-bitmask"},
+        {"quantization_status", "compressed"},
+        {"config_groups", nlohmann::json::object()},
+        {"sparsity_config",
+         {{"format", "sparse-24-bitmask"},
+          {"sparsity_structure", "2:4"},
+          {"global_sparsity", sparsity},
+          {"registry_requires_subclass", false},
+          {"targets", {"re:.*self_attn\\.(q|k|v|o)_proj$", "re:.*mlp\\.(experts\\.[0-9]+\\.)?(gate|up|down)_proj$"}},
+          {"ignore", {"lm_head"}}}}};
+  }
   if (options.progress) options.progress(StrCat("sparsify: writing ", tensors.size(), " tensors"));
   result.num_tensors = tensors.size();
   ConvertedModel written =

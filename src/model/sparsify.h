@@ -12,9 +12,12 @@
 //
 // The output is the dense-with-zeros form: the same tensors, dtypes and shapes (kept weights are
 // copied bit for bit), so tessera and transformers load it as any dense checkpoint; config.json
-// records the pattern as "tessera_sparsity": {"kept", "group", "method", "modules"}. The
-// directory rules are quantize.h's (checked before writing, weights first, config.json last,
-// temporary files removed on errors).
+// records the pattern as "tessera_sparsity": {"kept", "group", "method", "modules"}. With
+// bitmask24 (2:4 only) the pruned modules are written as compressed-tensors sparse-24-bitmask
+// instead (model/sparse_scheme.h: <module>.compressed / .bitmask / .shape, and a
+// quantization_config.sparsity_config naming the pruned modules), about 9/16 of the bytes for
+// bf16. The directory rules are quantize.h's (checked before writing, weights first, config.json
+// last, temporary files removed on errors).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +34,7 @@ struct SparsifyOptions {
   int64_t samples = 32;     // wanda: windows of `window` tokens
   int64_t window = 512;
   bool overwrite = false;
+  bool bitmask24 = false;  // compressed-tensors sparse-24-bitmask output (2:4 only)
   std::function<void(const std::string&)> progress;
 };
 

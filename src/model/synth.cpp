@@ -313,6 +313,9 @@ int64_t FanIn(const TensorSpec& spec) {
     case TensorKind::kInt4Zeros:
     case TensorKind::kInt4Scales:
     case TensorKind::kInt4Shape:
+    case TensorKind::kNmValues:
+    case TensorKind::kNmBitmask:
+    case TensorKind::kNmShape:
       return spec.module_shape.at(1);
     case TensorKind::kExpertBlocks:  // [E, out, in/32, 16]
     case TensorKind::kExpertScales:  // [E, out, in/32]
@@ -337,6 +340,11 @@ SynthInit SynthInitFor(const TensorSpec& spec) {
     case TensorKind::kExpertWeight:
       init.std = static_cast<float>(1.0 / std::sqrt(static_cast<double>(FanIn(spec))));
       break;
+    case TensorKind::kNmValues:  // half the inputs kept: the same output scale
+      init.std = static_cast<float>(std::sqrt(2.0 / static_cast<double>(FanIn(spec))));
+      break;
+    case TensorKind::kNmBitmask:  // 2 of every 4 bits, drawn
+    case TensorKind::kNmShape: break;
     case TensorKind::kLmHead:
       init.std = static_cast<float>(2.0 / std::sqrt(static_cast<double>(FanIn(spec))));
       break;
@@ -398,7 +406,22 @@ void FillSyntheticTensor(const TensorSpec& spec, uint64_t seed, uint8_t* dst, si
     });
     return;
   }
-  if (spec.kind == TensorKind::kInt4Shape) {
+  if (spec.kind == TensorKind::kNmBitmask) {
+    // Each nibble one of the six 2-of-4 patterns; bits past the module's columns stay 0.
+    static constexpr uint8_t kPatterns[6] = {0x3, 0x5, 0x6, 0x9, 0xA, 0xC};
+    const size_t in = static_cast<size_t>(spec.module_shape.at(1)), row_bytes = (in + 7) / 8;
+    pool.ParallelFor(nbytes, kGrain, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const uint64_t bits = Draw(key, i);
+        uint8_t byte = static_cast<uint8_t>(kPatterns[bits % 6] | kPatterns[(bits / 6) % 6] << 4);
+        const size_t col = i % row_bytes * 8;
+        if (col + 8 > in) byte &= static_cast<uint8_t>((1u << (in - col)) - 1);
+        dst[i] = byte;
+      }
+    });
+    return;
+  }
+  if (spec.kind == TensorKind::kInt4Shape || spec.kind == TensorKind::kNmShape) {
     TESSERA_CHECK(spec.module_shape.size() == 2 && nbytes == 2 * DTypeSize(spec.dtype));
     for (size_t i = 0; i < 2; ++i) {
       const int64_t v = spec.module_shape[i];

@@ -32,6 +32,9 @@ std::string_view TensorKindName(TensorKind kind) {
     case TensorKind::kInt4Zeros: return "int4 zero points";
     case TensorKind::kInt4Scales: return "int4 scales";
     case TensorKind::kInt4Shape: return "int4 shape";
+    case TensorKind::kNmValues: return "2:4 kept values";
+    case TensorKind::kNmBitmask: return "2:4 bitmask";
+    case TensorKind::kNmShape: return "2:4 shape";
   }
   return "?";
 }
@@ -47,6 +50,8 @@ uint64_t LogicalParameters(TensorKind kind, uint64_t numel) {
   if (kind == TensorKind::kExpertScales) return 0;          // part of the block encoding
   if (kind == TensorKind::kInt4Codes) return numel * 8;     // eight 4-bit codes per int32
   if (kind == TensorKind::kInt4Zeros || kind == TensorKind::kInt4Scales || kind == TensorKind::kInt4Shape) return 0;
+  if (kind == TensorKind::kNmValues) return numel * 2;  // 2 of every 4 weights stored
+  if (kind == TensorKind::kNmBitmask || kind == TensorKind::kNmShape) return 0;
   return numel;
 }
 
@@ -90,6 +95,8 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
   const bool mxfp4 = arch.experts == ExpertLayout::kFusedInterleaved &&
                      GptOssExpertFormat(config, source) == ExpertFormat::kMxfp4;
   const std::optional<Int4Scheme> int4 = Int4SchemeOf(config, source);
+  const std::optional<SparseScheme> sparse = SparseSchemeOf(config, source);
+  if (int4 && sparse) Fail(source, ": N:M sparsity together with int4 weights is not supported yet");
   const int64_t q_dim = heads * head_dim;  // sized from heads, never from hidden (Qwen3, gpt-oss)
   const int64_t kv_dim = kv_heads * head_dim;
 
@@ -107,7 +114,7 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
     const std::string p = StrCat("model.layers.", l, ".");
     auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
       if (bias && arch.checkpoint_layer_order) add(p + name + ".bias", kBF16, {out}, TensorKind::kLinearBias, li);
-      AddLinearSpecs(specs, int4, p + name, out, in, TensorKind::kLinearWeight, li, source);
+      AddLinearSpecs(specs, int4, p + name, out, in, TensorKind::kLinearWeight, li, source, sparse);
       if (bias && !arch.checkpoint_layer_order) add(p + name + ".bias", kBF16, {out}, TensorKind::kLinearBias, li);
     };
     add(p + "input_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
@@ -145,14 +152,14 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
       const std::string router = p + std::string(arch.router_name) + ".";
       if (arch.router_bias) add(router + "bias", kBF16, {experts}, TensorKind::kRouterBias, li);
       AddLinearSpecs(specs, int4, router.substr(0, router.size() - 1), experts, hidden, TensorKind::kRouterWeight, li,
-                     source);
+                     source, sparse);
       const std::string e = p + "mlp.experts.";
       if (arch.experts == ExpertLayout::kPerExpert) {
         for (int64_t x = 0; x < experts; ++x) {
           const std::string ex = StrCat(e, x, ".");
-          AddLinearSpecs(specs, int4, ex + "gate_proj", inter, hidden, TensorKind::kExpertLinear, li, source);
-          AddLinearSpecs(specs, int4, ex + "up_proj", inter, hidden, TensorKind::kExpertLinear, li, source);
-          AddLinearSpecs(specs, int4, ex + "down_proj", hidden, inter, TensorKind::kExpertLinear, li, source);
+          AddLinearSpecs(specs, int4, ex + "gate_proj", inter, hidden, TensorKind::kExpertLinear, li, source, sparse);
+          AddLinearSpecs(specs, int4, ex + "up_proj", inter, hidden, TensorKind::kExpertLinear, li, source, sparse);
+          AddLinearSpecs(specs, int4, ex + "down_proj", hidden, inter, TensorKind::kExpertLinear, li, source, sparse);
         }
       } else if (mxfp4) {
         // MXFP4 blocks run along the input dimension: H for gate_up, I for down.
@@ -183,7 +190,9 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
     add(p + "post_attention_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
   }
   add("model.norm.weight", kBF16, {hidden}, TensorKind::kNorm, -1);
-  if (!config.tie_word_embeddings) AddLinearSpecs(specs, int4, "lm_head", vocab, hidden, TensorKind::kLmHead, -1, source);
+  if (!config.tie_word_embeddings) {
+    AddLinearSpecs(specs, int4, "lm_head", vocab, hidden, TensorKind::kLmHead, -1, source, sparse);
+  }
   return specs;
 }
 
@@ -231,7 +240,10 @@ bool DTypeFits(const TensorSpec& spec, DType stored) {
     case TensorKind::kInt4Scales:
       return stored == DType::kF16 || stored == DType::kBF16 || stored == DType::kF32;
     case TensorKind::kInt4Shape:
+    case TensorKind::kNmShape:
       return stored == DType::kI64 || stored == DType::kI32;
+    case TensorKind::kNmBitmask:
+      return stored == DType::kU8 || stored == DType::kI8;
     default:
       // Float tensors: matrices go through the linear-weight formats (linear.h), which hold BF16,
       // F16 and F32 as stored; vectors are widened to float32 at load. All three convert exactly.

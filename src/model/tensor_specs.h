@@ -65,6 +65,10 @@ enum class TensorKind : uint8_t {
   kInt4Zeros,   // I32, 8 zero points per element
   kInt4Scales,  // F16 / BF16 / F32 per group
   kInt4Shape,   // I64 [2]: [out, in] (compressed-tensors)
+  // A compressed-tensors sparse-24-bitmask module in place of its .weight (model/sparse_scheme.h).
+  kNmValues,   // [out, in/2] float: the kept values, row-major
+  kNmBitmask,  // U8 [out, ceil(in/8)]: bit c % 8 of byte c / 8 = column c kept
+  kNmShape,    // I64 [2, 1]: [out, in]
 };
 
 std::string_view TensorKindName(TensorKind kind);

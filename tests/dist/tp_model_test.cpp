@@ -21,6 +21,7 @@
 #include "dist_test_util.h"
 #include "test_util.h"
 #include "model/model.h"
+#include "model/sparsify.h"
 #include "copying_model.h"
 #include "engine/generator.h"
 
@@ -178,6 +179,35 @@ TEST_F(TpModelTest, Int4CheckpointsMatchOneProcess) {
     }
   }
   if (P <= 2) EXPECT_GT(compared, 0);  // every model splits in whole groups over 1 or 2 ranks
+}
+
+// N:M sparse checkpoints (the shipped Llama pruned 2:4, dense with zeros and compressed-tensors
+// sparse-24-bitmask): each rank's row and column slices of the sparse formats give one process's
+// logits (model/formats/nm.cpp; a bitmask slice starts at the kept values before its columns).
+TEST_F(TpModelTest, NmSparseCheckpointsMatchOneProcess) {
+  const int P = World().size();
+  const std::filesystem::path root = std::filesystem::path(::testing::TempDir()) /
+                                     StrCat("tessera_tp_nm_", ::getpid(), "_", World().rank());
+  std::filesystem::remove_all(root);
+  const std::string llama = std::string(TESSERA_SOURCE_DIR) + "/models/tiny-llama";
+  SparsifyOptions o;
+  SparsifyCheckpoint(llama, (root / "dense").string(), o);
+  o.bitmask24 = true;
+  SparsifyCheckpoint(llama, (root / "bitmask").string(), o);
+  const std::vector<int32_t> prompt = RandomTokens(24, 4096, 5);
+  for (const char* form : {"dense", "bitmask"}) {
+    for (Precision precision : {Precision::kExact, Precision::kFast}) {
+      SCOPED_TRACE(std::string(form) + (precision == Precision::kFast ? " fast int8" : " exact"));
+      const DenseWeights dense = precision == Precision::kFast ? DenseWeights::kInt8 : DenseWeights::kBf16;
+      const std::string dir = (root / form).string();
+      const auto one = Model::Load(dir, ModelOptions{precision, dense, nullptr});
+      if (!Splits(one->config(), P, TpExperts::kTensor)) continue;
+      const auto tp = Model::Load(dir, ModelOptions{precision, dense, MakeTensorParallelGroup(P)});
+      EXPECT_NE(tp->LinearFormatsInUse().find("nm-"), std::string::npos) << tp->LinearFormatsInUse();
+      ExpectSameAsOneProcess(*one, *tp, prompt, prompt.size() - 3, precision);
+    }
+  }
+  std::filesystem::remove_all(root);
 }
 
 TEST_F(TpModelTest, DegreesThatDoNotDivideAreOneLineErrors) {

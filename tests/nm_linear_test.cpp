@@ -329,7 +329,8 @@ void CheckAgainstReference(bool int8, const std::vector<Case>& cases, uint32_t s
 
 TEST(NmLinear, Bf16EveryIsaMatchesTheReferenceBitForBit) {
   std::vector<Case> cases = {{16, 64, 1, 2, 4}, {17, 100, 3, 2, 4}, {33, 129, 5, 4, 8}, {1, 7, 2, 1, 4},
-                             {40, 256, 9, 2, 4}, {15, 33, 4, 3, 16}, {20, 200, 1, 7, 8}, {18, 96, 8, 5, 7}};
+                             {40, 256, 9, 2, 4}, {15, 33, 4, 3, 16}, {20, 200, 1, 7, 8}, {18, 96, 8, 5, 7},
+                             {33, 100, 33, 2, 4}};  // m past the kernels' activation blocks
   std::mt19937 rng(5);
   // Fresh random patterns, every M, odd shapes.
   for (int r = 0; r < 12; ++r) {
@@ -343,7 +344,8 @@ TEST(NmLinear, Bf16EveryIsaMatchesTheReferenceBitForBit) {
 
 TEST(NmLinear, Int8EveryIsaMatchesTheReferenceBitForBit) {
   std::vector<Case> cases = {{16, 64, 1, 2, 4}, {17, 96, 3, 2, 4}, {33, 160, 5, 4, 8}, {1, 32, 2, 1, 4},
-                             {40, 256, 9, 2, 4}, {15, 32, 4, 3, 16}, {20, 224, 1, 7, 8}, {18, 96, 8, 5, 7}};
+                             {40, 256, 9, 2, 4}, {15, 32, 4, 3, 16}, {20, 224, 1, 7, 8}, {18, 96, 8, 5, 7},
+                             {33, 160, 17, 2, 4}, {20, 96, 40, 4, 8}};  // m where the dense int8 kernel takes over
   std::mt19937 rng(6);
   for (int r = 0; r < 12; ++r) {
     const int group = std::uniform_int_distribution<int>(2, 16)(rng);

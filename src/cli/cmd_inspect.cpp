@@ -150,8 +150,12 @@ void RunInspect(const InspectArgs& args) {
   const std::optional<Int4Scheme> int4 = described ? Int4SchemeOf(*config, config_path) : std::nullopt;
   const std::optional<SparseScheme> sparse = described ? SparseSchemeOf(*config, config_path) : std::nullopt;
   // Modules the sparse scheme covers, as the tensor list names them (.weight or .compressed).
-  size_t sparse_modules = 0;
+  size_t sparse_modules = 0, pruned_mxfp4 = 0;  // the latter: gpt-oss expert stacks pruned in place
   for (const TensorSpec& s : specs) {
+    if (sparse && s.kind == TensorKind::kExpertBlocks && sparse->Sparse(s.name.substr(0, s.name.size() - 7))) {
+      ++pruned_mxfp4;
+      continue;
+    }
     const std::string module = s.name.substr(0, s.name.rfind('.'));
     const bool weight = s.kind == TensorKind::kNmValues ||
                         (s.name.size() > 7 && s.name.compare(s.name.size() - 7, 7, ".weight") == 0 &&
@@ -223,7 +227,9 @@ void RunInspect(const InspectArgs& args) {
                        {"sliding_window", c.sliding_window ? nlohmann::json(*c.sliding_window) : nlohmann::json()},
                        {"rope_type", c.rope_scaling ? c.rope_scaling->rope_type : "default"},
                        {"quant_method", c.quantization.quant_method}};
-      if (sparse) out["sparsity"] = {{"scheme", sparse->Describe()}, {"modules", sparse_modules}};
+      if (sparse) {
+        out["sparsity"] = {{"scheme", sparse->Describe()}, {"modules", sparse_modules}, {"mxfp4_expert_stacks", pruned_mxfp4}};
+      }
       if (int4 && int4_weights > 0) {
         out["int4"] = {{"scheme", int4->Describe()},
                        {"modules", int4_modules},
@@ -308,8 +314,9 @@ void RunInspect(const InspectArgs& args) {
       std::printf("quantization: %s\n",
                   c.quantization.quant_method.empty() ? "none" : c.quantization.quant_method.c_str());
       if (sparse) {
-        std::printf("sparsity: %s; %zu modules, held as kept values + a bit per weight (--sparse off: dense)\n",
-                    sparse->Describe().c_str(), sparse_modules);
+        std::printf("sparsity: %s; %zu modules, held as kept values + a bit per weight (--sparse off: dense)%s\n",
+                    sparse->Describe().c_str(), sparse_modules,
+                    pruned_mxfp4 ? StrCat("; ", pruned_mxfp4, " MXFP4 expert stacks pruned in place, held as MXFP4").c_str() : "");
       }
       if (int4 && int4_weights > 0) {
         // Held: the codes plus one zero byte and one f32 scale per group (model/formats/int4.cpp).

@@ -12,7 +12,7 @@ namespace tessera::cli {
 namespace {
 
 struct SparsifyArgs {
-  std::string model, out, pattern = "2:4", method = "magnitude", calib, format = "dense";
+  std::string model, out, pattern = "2:4", method = "magnitude", calib, format = "dense", layers, modules = "all";
   int64_t samples = 32;
   bool force = false;
 };
@@ -36,6 +36,29 @@ void RunSparsify(const SparsifyArgs& a) {
   o.samples = a.samples;
   o.overwrite = a.force;
   o.bitmask24 = a.format == "sparse-24-bitmask";
+  o.attention = a.modules != "mlp";
+  o.mlp = a.modules != "attention";
+  // --layers: comma-separated indices and ranges ("0-3,7").
+  for (size_t pos = 0; pos < a.layers.size();) {
+    const size_t comma = std::min(a.layers.find(',', pos), a.layers.size());
+    const std::string item = a.layers.substr(pos, comma - pos);
+    try {
+      size_t used = 0;
+      const size_t dash = item.find('-');
+      const int64_t first = std::stoll(item.substr(0, dash), &used);
+      if (used != std::min(dash, item.size())) throw std::invalid_argument("junk");
+      int64_t last = first;
+      if (dash != std::string::npos) {
+        last = std::stoll(item.substr(dash + 1), &used);
+        if (used != item.size() - dash - 1) throw std::invalid_argument("junk");
+      }
+      if (first < 0 || last < first) throw std::invalid_argument("range");
+      for (int64_t l = first; l <= last; ++l) o.layers.push_back(l);
+    } catch (const std::exception&) {
+      Fail("--layers '", a.layers, "': expected layer indices and ranges such as 0-3,7");
+    }
+    pos = comma + 1;
+  }
   o.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   const SparsifyResult r = SparsifyCheckpoint(a.model, a.out, o);
   std::printf("sparsify: %s -> %s (%d:%d, %s, %s)\n", a.model.c_str(), a.out.c_str(), o.kept, o.group, a.method.c_str(),
@@ -54,7 +77,7 @@ void RunSparsify(const SparsifyArgs& a) {
 void RegisterSparsify(CLI::App& app) {
   auto args = std::make_shared<SparsifyArgs>();
   auto* cmd = app.add_subcommand("sparsify", "N:M-prune a dense family's linear layers into a checkpoint tessera runs sparse");
-  cmd->add_option("-m,--model", args->model, "input model directory (Llama, Mistral, Qwen2/3, Qwen3-MoE; unquantized)")
+  cmd->add_option("-m,--model", args->model, "input model directory (Llama, Mistral, Qwen2/3, Qwen3-MoE unquantized; gpt-oss with MXFP4 experts)")
       ->required();
   cmd->add_option("--pattern", args->pattern, "N:M: keep N of every M consecutive inputs per output row")
       ->capture_default_str();
@@ -63,6 +86,9 @@ void RegisterSparsify(CLI::App& app) {
   cmd->add_option("--calib", args->calib, "wanda: calibration text file (tokenized with the model's tokenizer)");
   cmd->add_option("--samples", args->samples, "wanda: calibration windows of 512 tokens")->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--layers", args->layers, "decoder layers to prune, e.g. 0-3,7 (default: all)");
+  cmd->add_option("--modules", args->modules, "which modules: attention (q/k/v/o), mlp (gate/up/down, experts) or all")
+      ->capture_default_str()->check(CLI::IsMember({"all", "attention", "mlp"}));
   cmd->add_option("--format", args->format,
                   "dense: the same tensors with zeros (transformers loads it as is); sparse-24-bitmask: "
                   "compressed-tensors' 2:4 form (kept values + bitmask, 9/16 of the bf16 bytes)")

@@ -155,39 +155,47 @@ void TileRows(const float* tile, size_t ld, size_t r0, const float* xs, size_t m
   }
 }
 
+// Activation rows per pass over a thread's groups in the tiled path: each group is expanded once
+// per pass, and the passes' split activations (32 rows of k floats) stay in cache across groups.
+inline constexpr size_t kActivationBlock = 32;
+
 inline void MatmulNmBf16(const float* x, size_t m, size_t k, NmWeights w, size_t n_begin, size_t n_end,
                          const float* bias, float* y, size_t ldy) {
   const size_t ld = (k + 31) / 32 * 32;
+  if (m == 1 && (n_end - n_begin) % kNmRowGroup == 0) {
+    for (size_t j0 = n_begin; j0 < n_end; j0 += kNmRowGroup) GroupTimesVector(w.data + j0 * w.row_bytes, k, x, j0, bias, y);
+    return;
+  }
   thread_local std::vector<float> tile, xs;
-  bool split = false;
-  for (size_t j0 = n_begin; j0 < n_end; j0 += kNmRowGroup) {
-    const size_t rows = std::min(kNmRowGroup, n_end - j0);
-    const uint8_t* p = w.data + j0 * w.row_bytes;
-    if (m == 1 && rows == kNmRowGroup) {
-      GroupTimesVector(p, k, x, j0, bias, y);
-      continue;
+  xs.resize(m * ld);  // the activations split as the tile is, once per call
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t c = 0; c < ld; c += 32) {
+      __m512 even, odd;
+      SplitActivations(x + i * k, c, k, even, odd);
+      _mm512_storeu_ps(&xs[i * ld + c], even);
+      _mm512_storeu_ps(&xs[i * ld + c + 16], odd);
     }
-    if (!split) {  // the activations split as the tile is, once per call
-      xs.resize(m * ld);
-      for (size_t i = 0; i < m; ++i) {
-        for (size_t c = 0; c < ld; c += 32) {
-          __m512 even, odd;
-          SplitActivations(x + i * k, c, k, even, odd);
-          _mm512_storeu_ps(&xs[i * ld + c], even);
-          _mm512_storeu_ps(&xs[i * ld + c + 16], odd);
-        }
+  }
+  tile.resize(kNmRowGroup * ld);
+  for (size_t i0 = 0; i0 < m; i0 += kActivationBlock) {
+    const size_t mb = std::min(kActivationBlock, m - i0);
+    const float* xb = xs.data() + i0 * ld;
+    float* yb = y + i0 * ldy;
+    for (size_t j0 = n_begin; j0 < n_end; j0 += kNmRowGroup) {
+      const size_t rows = std::min(kNmRowGroup, n_end - j0);
+      if (mb == 1 && rows == kNmRowGroup) {
+        GroupTimesVector(w.data + j0 * w.row_bytes, k, x + i0 * k, j0, bias, yb);
+        continue;
       }
-      split = true;
-    }
-    tile.resize(kNmRowGroup * ld);
-    ExpandGroup(p, rows, k, tile.data(), ld);
-    size_t r = 0;
-    for (; r + 4 <= rows; r += 4) TileRows<4>(tile.data(), ld, r, xs.data(), m, bias, j0, y, ldy);
-    switch (rows - r) {
-      case 3: TileRows<3>(tile.data(), ld, r, xs.data(), m, bias, j0, y, ldy); break;
-      case 2: TileRows<2>(tile.data(), ld, r, xs.data(), m, bias, j0, y, ldy); break;
-      case 1: TileRows<1>(tile.data(), ld, r, xs.data(), m, bias, j0, y, ldy); break;
-      default: break;
+      ExpandGroup(w.data + j0 * w.row_bytes, rows, k, tile.data(), ld);
+      size_t r = 0;
+      for (; r + 4 <= rows; r += 4) TileRows<4>(tile.data(), ld, r, xb, mb, bias, j0, yb, ldy);
+      switch (rows - r) {
+        case 3: TileRows<3>(tile.data(), ld, r, xb, mb, bias, j0, yb, ldy); break;
+        case 2: TileRows<2>(tile.data(), ld, r, xb, mb, bias, j0, yb, ldy); break;
+        case 1: TileRows<1>(tile.data(), ld, r, xb, mb, bias, j0, yb, ldy); break;
+        default: break;
+      }
     }
   }
 }

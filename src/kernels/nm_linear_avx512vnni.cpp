@@ -51,10 +51,48 @@ inline void Reduce16x16(const __m512i* v, __m512i& lo, __m512i& hi) {
   hi = _mm512_shuffle_i32x4(d[0], d[1], 0xDD);
 }
 
+// Prefill: from this many activation rows on, each group is expanded once into the dense int8
+// format's layout (q8.h: [k/4][16][4] bytes of w + 128) and multiplied by the dense int8 kernel,
+// whose result nm-int8 is defined to equal bit for bit.
+constexpr size_t kDenseKernelRows = 16;
+
+void GroupToQ8Layout(const uint8_t* p, size_t rows, size_t k, uint8_t* out) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  std::memset(out, 0x80, k * kNmRowGroup);  // missing rows: zero weights
+  alignas(64) uint8_t dense[64];
+  for (size_t t = 0; t < NmMaskWords(k); ++t) {
+    const uint8_t* masks = p;
+    p += rows * 8;
+    for (size_t r = 0; r < rows; ++r) {
+      const uint64_t keep = LoadMask(masks, r);
+      __m512i raw = _mm512_loadu_si512(p);
+      asm("" : "+v"(raw));
+      _mm512_store_si512(dense, _mm512_xor_si512(_mm512_maskz_expand_epi8(keep, raw), flip));
+      p += std::popcount(keep);
+      // Quad q of this chunk (columns 64 t + 4 q ..) goes to row r's 4 bytes of its 64-byte line.
+      const size_t quads = std::min<size_t>(16, (k - 64 * t) / 4);
+      for (size_t q = 0; q < quads; ++q) std::memcpy(out + (16 * t + q) * 64 + r * 4, dense + 4 * q, 4);
+    }
+  }
+}
+
 void MatmulQ8NmInt8(Q8Rows x, size_t m, size_t k, NmWeights w, size_t n_begin, size_t n_end, const float* bias,
                     float* y, size_t ldy) {
   const size_t nb = k / 32;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  if (m >= kDenseKernelRows) {
+    const KernelTable& dense = KernelsFor(Isa::kAvx512);
+    thread_local std::vector<uint8_t> group;
+    group.resize(k * kNmRowGroup);
+    for (size_t j0 = n_begin; j0 < n_end; j0 += kNmRowGroup) {
+      const size_t rows = std::min(kNmRowGroup, n_end - j0);
+      float scales[kNmRowGroup] = {};
+      std::memcpy(scales, w.scales + j0, rows * sizeof(float));
+      GroupToQ8Layout(w.data + j0 * w.row_bytes, rows, k, group.data());
+      dense.matmul_q8_int8(x, m, k, group.data(), scales, 0, rows, bias ? bias + j0 : nullptr, y + j0, ldy);
+    }
+    return;
+  }
   for (size_t j0 = n_begin; j0 < n_end; j0 += kNmRowGroup) {
     const size_t rows = std::min(kNmRowGroup, n_end - j0);
     const __mmask16 row_mask = static_cast<__mmask16>((1u << rows) - 1);

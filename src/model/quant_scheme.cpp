@@ -85,7 +85,7 @@ bool CompressedTensorsMatches(const std::vector<std::string>& targets, const std
   }
   // Every module tessera describes here is an nn.Linear.
   return std::any_of(targets.begin(), targets.end(),
-                     [&](const std::string& t) { return t == "Linear" || MatchesPattern(t, module); });
+                     [&](const std::string& t) { return t == "Linear" || t == module || MatchesPattern(t, module); });
 }
 
 std::string Int4Scheme::Describe() const {
@@ -189,7 +189,10 @@ void AddLinearSpecs(std::vector<TensorSpec>& specs, const std::optional<Int4Sche
 LinearSource ModuleSource(const WeightStore& store, const std::optional<Int4Scheme>& scheme, const std::string& module,
                           int64_t row0, int64_t rows, int64_t col0, int64_t cols,
                           const std::optional<SparseScheme>& sparse) {
-  const bool nm = sparse && sparse->Sparse(module);
+  // int4 modules run the int4 formats even when pruned (their zeros stay exact zeros): there is
+  // no int4 N:M format yet.
+  const bool int4 = scheme && scheme->Quantizes(module);
+  const bool nm = sparse && sparse->Sparse(module) && !int4;
   if (nm && sparse->bitmask24) {
     const Bitmask24Names names = Bitmask24NamesOf(module);
     const TensorView values = store.Get(names.values), bitmask = store.Get(names.bitmask);

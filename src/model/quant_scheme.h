@@ -43,8 +43,9 @@ struct Int4Scheme {
   std::string Describe() const;
 };
 
-// compressed-tensors' module selection: a module in `targets` ("Linear", or "re:" patterns matched
-// as Python's re.match) and not in `ignore` (names or patterns). Shared with sparse_scheme.h.
+// compressed-tensors' module selection: a module in `targets` ("Linear", module names, or "re:"
+// patterns matched as Python's re.match) and not in `ignore` (names or patterns). Shared with
+// sparse_scheme.h.
 bool CompressedTensorsMatches(const std::vector<std::string>& targets, const std::vector<std::string>& ignore,
                               const std::string& module);
 

@@ -82,17 +82,19 @@ void RequireDistinct(const std::string& in_dir, const std::string& out_dir) {
 
 void RequireDistinctDirs(const std::string& in_dir, const std::string& out_dir) { RequireDistinct(in_dir, out_dir); }
 
-DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, const std::string& what) {
+DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, const std::string& what,
+                                      bool gpt_oss_mxfp4) {
   DenseFamilyInput in;
   in.dir = ResolveModelDir(in_dir);
   RequireDistinctDirs(in.dir, out_dir);
   in.config_path = in.dir + "/config.json";
   in.config = LoadModelConfig(in.dir);
   ValidateModelConfig(in.config, in.config_path);
-  if (in.config.model_type == "gpt_oss") {
+  const bool gpt_oss = in.config.model_type == "gpt_oss";
+  if (gpt_oss && !gpt_oss_mxfp4) {
     Fail(in.config_path, ": ", what, " applies to the dense families (gpt-oss ships MXFP4 experts)");
   }
-  if (!in.config.quantization.quant_method.empty()) {
+  if (!in.config.quantization.quant_method.empty() && !(gpt_oss && in.config.quantization.quant_method == "mxfp4")) {
     Fail(in.config_path, ": the checkpoint is already quantized (quantization_config.quant_method '",
          in.config.quantization.quant_method, "')");
   }

@@ -92,7 +92,9 @@ struct DenseFamilyInput {
   std::string dir, config_path;
   ModelConfig config;
 };
-DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, const std::string& what);
+// gpt_oss_mxfp4: also accept gpt-oss with its MXFP4 experts (sparsify prunes their codes).
+DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, const std::string& what,
+                                      bool gpt_oss_mxfp4 = false);
 
 // The quantization_config of the Hugging Face gpt-oss checkpoints (gpt-oss.md §1.1).
 QuantizationConfig GptOssMxfp4QuantizationConfig();

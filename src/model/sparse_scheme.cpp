@@ -79,7 +79,10 @@ SparseScheme FromCompressedTensors(const nlohmann::json& sc, const std::string& 
 }  // namespace
 
 bool SparseScheme::Sparse(const std::string& module) const {
-  if (!compressed_tensors) return SparsifiedModule(module);
+  if (!compressed_tensors) {
+    if (!module_names.empty()) return std::find(module_names.begin(), module_names.end(), module) != module_names.end();
+    return SparsifiedModule(module);
+  }
   return CompressedTensorsMatches(targets, ignore, module);
 }
 
@@ -108,6 +111,7 @@ std::optional<SparseScheme> SparseSchemeOf(const ModelConfig& config, const std:
   CheckPattern(s, where);
   const std::string format = ts.value("format", std::string("dense"));
   if (format != "dense") Fail(where, ".format: ", Quote(format), " is not supported (supported: dense)");
+  if (ts.contains("module_names")) s.module_names = Strings(ts, "module_names", where);
   return s;
 }
 

@@ -3,7 +3,8 @@
 // ../shared/reference/sparsity.md):
 //   tessera_sparsity {"kept", "group", "method", "format": "dense"}: `tessera sparsify`'s output,
 //     every linear weight of the decoder layers (q/k/v/o, gate/up/down, experts; not the router,
-//     the embedding or lm_head) in the dense-with-zeros form.
+//     the embedding or lm_head) in the dense-with-zeros form, or those its "module_names" lists.
+//     gpt-oss's MXFP4 experts may be pruned too; they stay MXFP4 (no sparse MXFP4 format).
 //   compressed-tensors sparsity_config (under quantization_config, or compression_config in older
 //     checkpoints) {"format", "sparsity_structure": "N:M", "targets", "ignore"}: the modules its
 //     targets match ("Linear": every linear module; "re:" patterns as Python's re.match) minus
@@ -14,6 +15,8 @@
 //     tensors' Sparse24BitMaskCompressor; exactly 2 of every 4 columns flagged).
 // A pattern that does not hold in the stored weights is a one-line error at load naming the
 // tensor, its row and its group; sparse-bitmask (unstructured) and other formats are refused.
+// Modules an int4 scheme (quant_scheme.h) quantizes run the int4 formats dense (a pruned model
+// quantized to int4 keeps its zeros, but there is no int4 N:M format yet).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +36,7 @@ struct SparseScheme {
   bool bitmask24 = false;  // compressed-tensors sparse-24-bitmask tensors, else dense with zeros
   bool compressed_tensors = false;
   std::vector<std::string> targets, ignore;  // compressed-tensors
+  std::vector<std::string> module_names;     // tessera_sparsity's explicit list (else every linear)
 
   bool Sparse(const std::string& module) const;
   // "2:4 (tessera sparsify, dense with zeros)" (inspect and bench labels).

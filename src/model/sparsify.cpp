@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "io/json_util.h"
 #include "io/model_dir.h"
+#include "kernels/mxfp4.h"
 #include "model/calibration.h"
 #include "model/model.h"
 #include "model/quantize.h"
@@ -72,7 +73,13 @@ SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& 
   if (options.bitmask24 && (options.kept != 2 || options.group != 4)) {
     Fail("--format sparse-24-bitmask stores 2:4 only, not ", options.kept, ":", options.group);
   }
-  const DenseFamilyInput input = OpenDenseFamilyInput(in_dir, out_dir, "sparsify");
+  const DenseFamilyInput input = OpenDenseFamilyInput(in_dir, out_dir, "sparsify", /*gpt_oss_mxfp4=*/true);
+  const bool selected_all = options.layers.empty() && options.attention && options.mlp;
+  auto chosen = [&](const TensorSpec& spec, bool attention) {
+    if (attention ? !options.attention : !options.mlp) return false;
+    return options.layers.empty() ||
+           std::find(options.layers.begin(), options.layers.end(), static_cast<int64_t>(spec.layer)) != options.layers.end();
+  };
   const std::string& dir = input.dir;
   const std::string& config_path = input.config_path;
   const ModelConfig& config = input.config;
@@ -106,7 +113,37 @@ SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& 
     const TensorView v = store.Get(spec.name);
     TensorToWrite t{spec.name, v.dtype(), v.shape(), nullptr};
     const Prunable p = Classify(spec.name);
-    if (!p.linear || v.shape().size() != 2) {
+    if (spec.kind == TensorKind::kExpertBlocks && chosen(spec, false)) {
+      // gpt-oss MXFP4 experts [E, out, in/32, 16]: per row, groups of M codes by |E2M1| (code & 7
+      // orders the magnitudes), the pruned nibbles set to 0 (+0).
+      if (kMxfp4BlockSize % static_cast<size_t>(options.group) != 0) {
+        Fail(spec.name, ": MXFP4 experts need M dividing the block size 32 (", options.kept, ":", options.group, ")");
+      }
+      const size_t row_codes = static_cast<size_t>(v.shape()[2]) * kMxfp4BlockSize;
+      const size_t rows = static_cast<size_t>(v.shape()[0] * v.shape()[1]);
+      modules.push_back(spec.name.substr(0, spec.name.size() - std::string("_blocks").size()));
+      ++result.pruned_modules;
+      result.weights_in_pruned += rows * row_codes;
+      result.zeros_after += rows * row_codes / static_cast<size_t>(options.group) * static_cast<size_t>(options.group - options.kept);
+      t.fill = [v, rows, row_codes, kept = options.kept, group = options.group](uint8_t* dst, size_t n) {
+        std::memcpy(dst, v.data, n);
+        GlobalPool().ParallelFor(rows, 64, [&](size_t b, size_t e) {
+          std::vector<float> scores(row_codes);
+          std::vector<uint8_t> keep(row_codes);
+          for (size_t r = b; r < e; ++r) {
+            uint8_t* codes = dst + r * row_codes / 2;
+            for (size_t c = 0; c < row_codes; ++c) scores[c] = static_cast<float>((codes[c / 2] >> (4 * (c % 2))) & 0x7);
+            SelectNm(scores.data(), row_codes, kept, group, keep.data());
+            for (size_t c = 0; c < row_codes; ++c) {
+              if (!keep[c]) codes[c / 2] &= static_cast<uint8_t>(c % 2 ? 0x0F : 0xF0);
+            }
+          }
+        });
+      };
+      tensors.push_back(std::move(t));
+      continue;
+    }
+    if (!p.linear || v.shape().size() != 2 || !chosen(spec, p.site == LinearInput::kQkv || p.site == LinearInput::kO)) {
       t.fill = [v](uint8_t* dst, size_t n) { std::memcpy(dst, v.data, n); };
       tensors.push_back(std::move(t));
       continue;
@@ -194,6 +231,7 @@ SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& 
                                   {"method", options.wanda ? "wanda" : "magnitude"},
                                   {"format", options.bitmask24 ? "sparse-24-bitmask" : "dense"},
                                   {"modules", modules.size()}};
+  if (!selected_all) out_json["tessera_sparsity"]["module_names"] = modules;
   if (options.bitmask24) {
     // What llm-compressor writes for a sparse-only model; the targets are the modules pruned here.
     const double sparsity = static_cast<double>(result.zeros_after) / static_cast<double>(result.weights_in_pruned);
@@ -207,7 +245,9 @@ SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& 
           {"sparsity_structure", "2:4"},
           {"global_sparsity", sparsity},
           {"registry_requires_subclass", false},
-          {"targets", {"re:.*self_attn\\.(q|k|v|o)_proj$", "re:.*mlp\\.(experts\\.[0-9]+\\.)?(gate|up|down)_proj$"}},
+          {"targets", selected_all ? nlohmann::json{"re:.*self_attn\\.(q|k|v|o)_proj$",
+                                                    "re:.*mlp\\.(experts\\.[0-9]+\\.)?(gate|up|down)_proj$"}
+                                   : nlohmann::json(modules)},
           {"ignore", {"lm_head"}}}}};
   }
   if (options.progress) options.progress(StrCat("sparsify: writing ", tensors.size(), " tensors"));

@@ -8,7 +8,12 @@
 //              calibration tokens, recorded by the engine's own exact forward (Wanda, arXiv
 //              2306.11695; MoE experts, whose inputs are not recorded, fall back to magnitude).
 // Ties go to the lower column (deterministic). Input columns past the last whole group are left
-// dense (none for the published shapes, which are multiples of 16).
+// dense (none for the published shapes, which are multiples of 16). gpt-oss is accepted too: its
+// attention as above, its MXFP4 experts by the magnitude of their E2M1 codes (a group of M lies in
+// one 32-value block, whose shared scale does not change the order), pruned codes set to +0, so
+// the experts stay MXFP4 (there is no sparse MXFP4 format yet; docs/ACCURACY.md measures what
+// the pattern costs). `layers`, `attention` and `mlp` restrict the pruning; config.json then
+// lists the pruned modules by name ("module_names").
 //
 // The output is the dense-with-zeros form: the same tensors, dtypes and shapes (kept weights are
 // copied bit for bit), so tessera and transformers load it as any dense checkpoint; config.json
@@ -35,6 +40,9 @@ struct SparsifyOptions {
   int64_t window = 512;
   bool overwrite = false;
   bool bitmask24 = false;  // compressed-tensors sparse-24-bitmask output (2:4 only)
+  // Which decoder layers and which of their modules to prune (empty: all layers; both kinds).
+  std::vector<int64_t> layers;
+  bool attention = true, mlp = true;  // q/k/v/o; gate/up/down and experts
   std::function<void(const std::string&)> progress;
 };
 

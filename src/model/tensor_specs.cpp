@@ -96,7 +96,9 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
                      GptOssExpertFormat(config, source) == ExpertFormat::kMxfp4;
   const std::optional<Int4Scheme> int4 = Int4SchemeOf(config, source);
   const std::optional<SparseScheme> sparse = SparseSchemeOf(config, source);
-  if (int4 && sparse) Fail(source, ": N:M sparsity together with int4 weights is not supported yet");
+  if (int4 && sparse && sparse->bitmask24) {
+    Fail(source, ": sparse-24-bitmask together with int4 weights is not supported (no int4 N:M format yet)");
+  }
   const int64_t q_dim = heads * head_dim;  // sized from heads, never from hidden (Qwen3, gpt-oss)
   const int64_t kv_dim = kv_heads * head_dim;
 

@@ -111,10 +111,56 @@ TEST(Sparsify, BadRequestsAreOneLineErrors) {
   o = {};
   o.wanda = true;
   EXPECT_EQ(ErrorOf([&] { SparsifyCheckpoint(kLlama, out, o); }), "--method wanda needs calibration text (--calib FILE)");
-  EXPECT_NE(ErrorOf([&] { SparsifyCheckpoint(std::string(TESSERA_SOURCE_DIR) + "/models/tiny-gpt-oss", out, {}); })
-                .find("applies to the dense families"),
+  EXPECT_NE(ErrorOf([&] { SparsifyCheckpoint(std::string(TESSERA_TEST_DATA) + "/int4/llama_awq", out, {}); })
+                .find("the checkpoint is already quantized"),
             std::string::npos);
+  o = {};
+  o.bitmask24 = true, o.kept = 4, o.group = 8;
+  EXPECT_EQ(ErrorOf([&] { SparsifyCheckpoint(kLlama, out, o); }), "--format sparse-24-bitmask stores 2:4 only, not 4:8");
   EXPECT_FALSE(fs::exists(out));
+}
+
+// gpt-oss: the MXFP4 experts pruned in place (--modules mlp): every group of 4 codes of every
+// expert row keeps at most 2 non-zero magnitudes, the kept codes are the original bytes' nibbles,
+// attention is untouched, config.json lists the pruned stacks, and the model loads and runs.
+TEST(Sparsify, PrunesGptOssMxfp4ExpertsInPlace) {
+  const std::string gpt_oss = std::string(TESSERA_SOURCE_DIR) + "/models/tiny-gpt-oss";
+  const fs::path out = fs::path(::testing::TempDir()) / ("tessera_sparsify_oss_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  SparsifyOptions o;
+  o.attention = false;
+  const SparsifyResult r = SparsifyCheckpoint(gpt_oss, out.string(), o);
+  EXPECT_EQ(r.zeros_after * 2, r.weights_in_pruned);
+  const WeightStore in = WeightStore::Open(gpt_oss), pruned = WeightStore::Open(out.string());
+  size_t stacks = 0;
+  for (const std::string& name : in.names()) {
+    SCOPED_TRACE(name);
+    const TensorView a = in.Get(name), b = pruned.Get(name);
+    ASSERT_EQ(a.nbytes(), b.nbytes());
+    if (name.find("_blocks") == std::string::npos) {
+      EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes()), 0);
+      continue;
+    }
+    ++stacks;
+    for (size_t i = 0; i < b.nbytes(); i += 2) {  // two bytes = one group of 4 codes
+      int nonzero = 0;
+      for (size_t c = 0; c < 4; ++c) {
+        const int before = (a.data[i + c / 2] >> (4 * (c % 2))) & 0xF, after = (b.data[i + c / 2] >> (4 * (c % 2))) & 0xF;
+        nonzero += (after & 7) != 0;
+        ASSERT_TRUE(after == before || after == 0) << "byte " << i;
+      }
+      ASSERT_LE(nonzero, 2) << "byte " << i;
+    }
+  }
+  EXPECT_EQ(stacks, r.pruned_modules);
+  const nlohmann::json config = ParseJsonText(ReadFile((out / "config.json").string()), "config.json");
+  EXPECT_EQ(config["tessera_sparsity"]["module_names"].size(), stacks);
+  const auto model = Model::Load(out.string());
+  std::vector<float> logits;
+  KvCache cache(model->cache_config(), 8, KvType::kF32);
+  model->Forward(std::vector<int32_t>{1, 2, 3, 4}, 0, cache, LogitsMode::kLast, logits);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  fs::remove_all(out);
 }
 
 }  // namespace

@@ -25,13 +25,6 @@
 
 namespace tessera::NM_BF16_NAMESPACE {
 
-// Row r's mask in a group's chunk header (unaligned u64).
-inline uint64_t LoadMask(const uint8_t* masks, size_t r) {
-  uint64_t v;
-  std::memcpy(&v, masks + 8 * r, 8);
-  return v;
-}
-
 inline __mmask16 TailMask(size_t remaining) {
   return remaining >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << remaining) - 1);
 }
@@ -114,7 +107,7 @@ inline void ExpandGroup(const uint8_t* p, size_t rows, size_t k, float* tile, si
     for (size_t r = 0; r < rows; ++r) {
       for (size_t s = 0; s < 2 && t * 64 + 32 * s < ld; ++s) {
         __m512 even, odd;
-        Expand32(p, static_cast<uint32_t>(LoadMask(masks, r) >> (32 * s)), even, odd);
+        Expand32(p, static_cast<uint32_t>(NmLoadMask(masks, r) >> (32 * s)), even, odd);
         float* out = tile + r * ld + t * 64 + 32 * s;
         _mm512_storeu_ps(out, even);
         _mm512_storeu_ps(out + 16, odd);

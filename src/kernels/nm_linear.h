@@ -42,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "kernels/kernels.h"
@@ -90,6 +91,14 @@ bool NmMaskOfRow(size_t k, int kept, int group, const IsZero& is_zero, uint64_t*
   }
   for (size_t c = whole; c < k; ++c) set(c);
   return true;
+}
+
+// Row r's mask in a group's chunk header (unaligned u64; kernels read them one at a time, since a
+// copy loop of a runtime count compiles to rep movs, which is slow on short runs).
+inline uint64_t NmLoadMask(const uint8_t* masks, size_t r) {
+  uint64_t v;
+  std::memcpy(&v, masks + 8 * r, 8);
+  return v;
 }
 
 // Kept columns of a row mask.

@@ -20,13 +20,6 @@ namespace {
 
 constexpr size_t kRowTile = 4;
 
-// Row r's mask in a group's chunk header (unaligned u64).
-inline uint64_t LoadMask(const uint8_t* masks, size_t r) {
-  uint64_t v;
-  std::memcpy(&v, masks + 8 * r, 8);
-  return v;
-}
-
 
 // Lane l of entry `mask`: the rank of bit l among the set bits, with the sign bit set (kept), or 0
 // (pruned): vpermps reads the low 3 bits, the sign bit becomes the keep mask.
@@ -95,7 +88,7 @@ void ExpandGroup(const uint8_t* p, size_t rows, size_t k, bool int8, void* tile,
     for (size_t r = 0; r < rows; ++r) {
       for (size_t s = 0; s < 2; ++s) {
         const size_t col = r * ld + t * 64 + 32 * s;
-        const unsigned keep = static_cast<unsigned>(LoadMask(masks, r) >> (32 * s));
+        const unsigned keep = static_cast<unsigned>(NmLoadMask(masks, r) >> (32 * s));
         if (int8) {
           int8_t* out = static_cast<int8_t*>(tile) + col;
           _mm_storeu_si128(reinterpret_cast<__m128i*>(out), Expand16Int8(p, keep & 0xffffu));

@@ -21,13 +21,6 @@ namespace {
 
 constexpr size_t kRowTile = 4;
 
-// Row r's mask in a group's chunk header (unaligned u64).
-inline uint64_t LoadMask(const uint8_t* masks, size_t r) {
-  uint64_t v;
-  std::memcpy(&v, masks + 8 * r, 8);
-  return v;
-}
-
 
 // v[r] (r < 16): lanes 0..7 partial dots of block "lo", lanes 8..15 of block "hi" for weight row
 // r. Returns per-row totals: lo[r], hi[r]. Integer adds, so any order gives the same sums.
@@ -64,7 +57,7 @@ void GroupToQ8Layout(const uint8_t* p, size_t rows, size_t k, uint8_t* out) {
     const uint8_t* masks = p;
     p += rows * 8;
     for (size_t r = 0; r < rows; ++r) {
-      const uint64_t keep = LoadMask(masks, r);
+      const uint64_t keep = NmLoadMask(masks, r);
       __m512i raw = _mm512_loadu_si512(p);
       asm("" : "+v"(raw));
       _mm512_store_si512(dense, _mm512_xor_si512(_mm512_maskz_expand_epi8(keep, raw), flip));
@@ -114,8 +107,8 @@ void MatmulQ8NmInt8(Q8Rows x, size_t m, size_t k, NmWeights w, size_t n_begin, s
             // empty asm keeps the compiler from folding the load back into it.
             __m512i raw = _mm512_loadu_si512(p);
             asm("" : "+v"(raw));
-            wv[r] = _mm512_xor_si512(_mm512_maskz_expand_epi8(LoadMask(masks, r), raw), flip);
-            p += std::popcount(LoadMask(masks, r));
+            wv[r] = _mm512_xor_si512(_mm512_maskz_expand_epi8(NmLoadMask(masks, r), raw), flip);
+            p += std::popcount(NmLoadMask(masks, r));
           } else {
             wv[r] = flip;
           }

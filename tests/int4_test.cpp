@@ -22,6 +22,7 @@
 #include "kernels/int4.h"
 #include "kernels/kernels.h"
 #include "kernels/q8.h"
+#include "test_util.h"
 
 namespace tessera {
 namespace {
@@ -92,19 +93,6 @@ std::vector<float> RandomActivations(std::mt19937& rng, size_t m, size_t k) {
     }
   }
   return x;
-}
-
-Q8Activations QuantizeReference(const std::vector<float>& x, size_t m, size_t k) {
-  Q8Activations a;
-  a.m = m, a.k = k;
-  a.q.resize(m * k);
-  a.d.resize(m * k / kQ8Block);
-  a.sum.resize(m * k / kQ8Block);
-  for (size_t i = 0; i < m; ++i) {
-    Reference().quantize_q8(x.data() + i * k, k, a.q.data() + i * k, a.d.data() + i * k / kQ8Block,
-                            a.sum.data() + i * k / kQ8Block);
-  }
-  return a;
 }
 
 // One kernel call, exact (x) or q8 (xq).
@@ -182,7 +170,7 @@ TEST(Int4Definitions, ReferenceFollowsThem) {
   for (size_t group : {32, 128}) {
     const Int4Matrix w = RandomInt4(rng, n, k, group);
     const std::vector<float> x = RandomActivations(rng, m, k);
-    const Q8Activations xq = QuantizeReference(x, m, k);
+    const Q8Activations xq = QuantizeQ8Reference(x, m, k);
     std::vector<float> exact(m * n), fast(m * n);
     RunInt4(Reference(), false, w, x, xq, 0, m, 0, n, true, exact.data(), n);
     RunInt4(Reference(), true, w, x, xq, 0, m, 0, n, true, fast.data(), n);
@@ -240,7 +228,7 @@ void CheckMatchesReference(const KernelTable& t, std::mt19937& rng, bool q8) {
       for (size_t m : {0, 1, 2, 3, 4, 5, 7, 9, 10, 17}) {
         if (shape.k >= 1024 && m > 10 && n > 33) continue;  // keep the scalar reference cheap
         const std::vector<float> x = RandomActivations(rng, m, shape.k);
-        const Q8Activations xq = QuantizeReference(x, m, shape.k);
+        const Q8Activations xq = QuantizeQ8Reference(x, m, shape.k);
         const size_t ldy = n + 3, groups = (n + 15) / 16;
         std::uniform_int_distribution<size_t> cut(0, groups);
         for (bool bias : {false, true}) {
@@ -320,7 +308,7 @@ TEST_P(Int4IsaTest, RowsDoNotDependOnBatchSize) {
     for (size_t k : {64, 1024}) {
       const Int4Matrix w = RandomInt4(rng_, n, k, 32);
       const std::vector<float> x = RandomActivations(rng_, m, k);
-      const Q8Activations xq = QuantizeReference(x, m, k);
+      const Q8Activations xq = QuantizeQ8Reference(x, m, k);
       std::vector<float> whole(m * n, kSentinel);
       RunInt4(table(), q8, w, x, xq, 0, m, 0, n, true, whole.data(), n);
       for (size_t batch : {1, 2, 3, 4, 5, 9, 10, 13}) {
@@ -345,7 +333,7 @@ TEST_P(Int4IsaTest, Q8ApproximatesTheExactResult) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(m * k);
   for (auto& v : x) v = normal(rng_);
-  const Q8Activations xq = QuantizeReference(x, m, k);
+  const Q8Activations xq = QuantizeQ8Reference(x, m, k);
   std::vector<float> exact(m * n), fast(m * n);
   RunInt4(table(), false, w, x, xq, 0, m, 0, n, false, exact.data(), n);
   RunInt4(table(), true, w, x, xq, 0, m, 0, n, false, fast.data(), n);

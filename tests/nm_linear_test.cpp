@@ -22,6 +22,7 @@
 #include "kernels/kernels.h"
 #include "kernels/nm_linear.h"
 #include "kernels/q8.h"
+#include "test_util.h"
 
 namespace tessera {
 namespace {
@@ -125,19 +126,6 @@ std::vector<float> RandomActivations(std::mt19937& rng, size_t m, size_t k) {
   std::vector<float> x(m * k);
   for (auto& v : x) v = normal(rng);
   return x;
-}
-
-Q8Activations QuantizeReference(const std::vector<float>& x, size_t m, size_t k) {
-  Q8Activations a;
-  a.m = m, a.k = k;
-  a.q.resize(m * k);
-  a.d.resize(m * k / kQ8Block);
-  a.sum.resize(m * k / kQ8Block);
-  for (size_t i = 0; i < m; ++i) {
-    Reference().quantize_q8(x.data() + i * k, k, a.q.data() + i * k, a.d.data() + i * k / kQ8Block,
-                            a.sum.data() + i * k / kQ8Block);
-  }
-  return a;
 }
 
 void RunNm(const KernelTable& t, bool int8, const NmMatrix& w, const std::vector<float>& x, const Q8Activations& xq,
@@ -249,7 +237,7 @@ TEST(NmLinear, Int8EqualsTheDenseInt8FormatOfTheSameWeightsBitForBit) {
     std::vector<float> scales(Q8PaddedColumns(n));
     ASSERT_TRUE(QuantizeF32ToQ8Int8(dense.data(), n, k, values.data(), scales.data(), nullptr));
     const std::vector<float> x = RandomActivations(rng, m, k);
-    const Q8Activations xq = QuantizeReference(x, m, k);
+    const Q8Activations xq = QuantizeQ8Reference(x, m, k);
     for (const NamedTable& named : Tables()) {
       const KernelTable& t = named.table;
       std::vector<float> want(m * n), got(m * n);
@@ -272,7 +260,7 @@ void CheckAgainstReference(bool int8, const std::vector<Case>& cases, uint32_t s
   for (const Case& cs : cases) {
     const NmMatrix w = RandomNm(rng, cs.n, cs.k, cs.kept, cs.group);
     const std::vector<float> x = RandomActivations(rng, cs.m, cs.k);
-    const Q8Activations xq = int8 ? QuantizeReference(x, cs.m, cs.k) : Q8Activations{};
+    const Q8Activations xq = int8 ? QuantizeQ8Reference(x, cs.m, cs.k) : Q8Activations{};
     const size_t ldy = cs.n + 3;
     for (bool bias : {false, true}) {
       std::vector<float> want(cs.m * ldy, kSentinel);

@@ -25,6 +25,7 @@
 #include "kernels/kernels.h"
 #include "kernels/mxfp4.h"
 #include "kernels/q8.h"
+#include "test_util.h"
 
 namespace tessera {
 namespace {
@@ -76,20 +77,6 @@ std::vector<float> RandomActivations(std::mt19937& rng, size_t m, size_t k, bool
     }
   }
   return x;
-}
-
-// Quantized with the reference quantizer (every ISA's gives the same bits, tested below).
-Q8Activations QuantizeReference(const std::vector<float>& x, size_t m, size_t k) {
-  Q8Activations a;
-  a.m = m, a.k = k;
-  a.q.resize(m * k);
-  a.d.resize(m * k / kQ8Block);
-  a.sum.resize(m * k / kQ8Block);
-  for (size_t i = 0; i < m; ++i) {
-    Reference().quantize_q8(x.data() + i * k, k, a.q.data() + i * k, a.d.data() + i * k / kQ8Block,
-                            a.sum.data() + i * k / kQ8Block);
-  }
-  return a;
 }
 
 // The same rows as views (row i0 .. i0 + rows - 1 of a).
@@ -298,7 +285,7 @@ void CheckMatmulsMatchReference(const KernelTable& t, std::mt19937& rng, bool mx
       for (size_t m : kRowCounts) {
         // Keep the scalar reference cheap on the long rows.
         if (k == 2880 && m > 17 && n > 33) continue;
-        const Q8Activations x = QuantizeReference(RandomActivations(rng, m, k, true), m, k);
+        const Q8Activations x = QuantizeQ8Reference(RandomActivations(rng, m, k, true), m, k);
         const size_t ldy = n + 3;
         const size_t groups = (n + kQ8Group - 1) / kQ8Group;
         std::uniform_int_distribution<size_t> cut(0, groups);
@@ -389,7 +376,7 @@ TEST_P(Q8IsaTest, RowsDoNotDependOnBatchSize) {
   for (bool mxfp4 : {false, true}) {
     for (size_t k : {32, 288, 2880}) {
       const Weights w = mxfp4 ? RandomMxfp4(rng_, n, k, false) : RandomInt8(rng_, n, k);
-      const Q8Activations x = QuantizeReference(RandomActivations(rng_, m, k, false), m, k);
+      const Q8Activations x = QuantizeQ8Reference(RandomActivations(rng_, m, k, false), m, k);
       std::vector<float> whole(m * n, kSentinel);
       RunQ8(table(), w, x.rows(), m, 0, n, true, whole.data(), n);
       for (size_t batch : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
@@ -593,7 +580,7 @@ TEST(Q8Parallel, WrappersMatchTheReferenceForAnyThreadCount) {
     const std::vector<float> x = RandomActivations(rng, m, ldx, true);
     std::vector<float> dense(m * k);
     for (size_t i = 0; i < m; ++i) std::copy_n(x.begin() + i * ldx, k, dense.begin() + i * k);
-    const Q8Activations want_x = QuantizeReference(dense, m, k);
+    const Q8Activations want_x = QuantizeQ8Reference(dense, m, k);
     for (bool mxfp4 : {false, true}) {
       const size_t n = 333, ldy = n + 1;
       const Weights w = mxfp4 ? RandomMxfp4(rng, n, k, true) : RandomInt8(rng, n, k);

@@ -12,8 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "io/npy.h"
+#include "kernels/kernels.h"
+#include "kernels/q8.h"
 
 namespace tessera {
 
@@ -30,6 +33,21 @@ std::string ErrorOf(F&& f) {
   }
   ADD_FAILURE() << "no error thrown";
   return "";
+}
+
+// x [m, k] quantized row by row with the scalar reference quantizer (every ISA's gives the same
+// bits, tests/q8_test.cpp).
+inline Q8Activations QuantizeQ8Reference(const std::vector<float>& x, size_t m, size_t k) {
+  Q8Activations a;
+  a.m = m, a.k = k;
+  a.q.resize(m * k);
+  a.d.resize(m * k / kQ8Block);
+  a.sum.resize(m * k / kQ8Block);
+  for (size_t i = 0; i < m; ++i) {
+    KernelsFor(Isa::kScalar).quantize_q8(x.data() + i * k, k, a.q.data() + i * k, a.d.data() + i * k / kQ8Block,
+                                         a.sum.data() + i * k / kQ8Block);
+  }
+  return a;
 }
 
 // n token ids uniform in [0, vocab), the same for the same seed.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/q8.h"
 
 namespace tessera {
 
@@ -101,23 +102,15 @@ void MatmulNmBf16(const float* x, size_t m, size_t k, NmWeights w, size_t n_begi
   }
 }
 
+// q8.h's result for the dense int8 row: its definition, with the row's scale for every block.
 void MatmulQ8NmInt8(Q8Rows x, size_t m, size_t k, NmWeights w, size_t n_begin, size_t n_end, const float* bias,
                     float* y, size_t ldy) {
-  const size_t nb = k / 32;
-  std::vector<int32_t> row(k);
+  std::vector<int8_t> row(k);
+  std::vector<float> scales(k / 32);
   for (size_t j = n_begin; j < n_end; ++j) {
     DenseRow<int8_t>(w, n_end, k, j, row.data());
-    for (size_t i = 0; i < m; ++i) {
-      const int8_t* qi = x.q + i * k;
-      const float* di = x.d + i * nb;
-      float acc = 0.0f;
-      for (size_t b = 0; b < nb; ++b) {
-        int32_t dot = 0;
-        for (size_t c = b * 32; c < b * 32 + 32; ++c) dot += int32_t{qi[c]} * row[c];
-        acc = std::fma(static_cast<float>(dot), di[b] * w.scales[j], acc);
-      }
-      y[i * ldy + j] = bias ? acc + bias[j] : acc;
-    }
+    std::fill(scales.begin(), scales.end(), w.scales[j]);
+    Q8ReferenceColumn(x, m, k, row.data(), scales.data(), j, bias, y, ldy);
   }
 }
 

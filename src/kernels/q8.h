@@ -72,6 +72,12 @@ bool QuantizeBf16ToQ8Int8(const uint16_t* w, size_t n, size_t k, uint8_t* values
 bool QuantizeF32ToQ8Int8(const float* w, size_t n, size_t k, uint8_t* values_out, float* scales_out,
                          size_t* bad_row);
 
+// The scalar definition of the result above for one output column j: y[i, j] for i < m, given the
+// column's integer weights w[k] and block scales s[k/32] (reference.cpp; every q8 reference
+// kernel, and nm_linear.h's int8 one, computes through it).
+void Q8ReferenceColumn(Q8Rows x, size_t m, size_t k, const int8_t* w, const float* s, size_t j, const float* bias,
+                       float* y, size_t ldy);
+
 // Decodes row j of a packed int8 matrix back to floats (scale * W8), for tests and tools.
 void DequantizeQ8Int8Row(const uint8_t* values, const float* scales, size_t k, size_t j, float* out);
 

@@ -9,6 +9,7 @@
 #include "kernels/attend_each_head.h"
 #include "kernels/kernels.h"
 #include "kernels/mxfp4.h"
+#include "kernels/q8.h"
 
 namespace tessera {
 namespace {
@@ -198,10 +199,12 @@ void QuantizeQ8(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
   }
 }
 
-// y[i, j] = sum over blocks b (in order) of fmaf(dot_b, d[i, b] * s[j, b], acc) (+ bias): the
-// definition in kernels/q8.h, given column j's integer weights w[k] and block scales s[k/32].
-void Q8Column(Q8Rows x, size_t m, size_t k, const int8_t* w, const float* s, size_t j, const float* bias,
-              float* y, size_t ldy) {
+}  // namespace
+
+// The definition in kernels/q8.h: y[i, j] = sum over blocks b (in order) of
+// fmaf(dot_b, d[i, b] * s[b], acc) (+ bias), from column j's integer weights w[k] and scales s[k/32].
+void Q8ReferenceColumn(Q8Rows x, size_t m, size_t k, const int8_t* w, const float* s, size_t j, const float* bias,
+                       float* y, size_t ldy) {
   const size_t nb = k / 32;
   for (size_t i = 0; i < m; ++i) {
     const int8_t* qi = x.q + i * k;
@@ -215,6 +218,8 @@ void Q8Column(Q8Rows x, size_t m, size_t k, const int8_t* w, const float* s, siz
     y[i * ldy + j] = bias ? acc + bias[j] : acc;
   }
 }
+
+namespace {
 
 void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uint8_t* scales, size_t n_begin,
                    size_t n_end, const float* bias, float* y, size_t ldy) {
@@ -230,7 +235,7 @@ void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uin
       w[kk] = static_cast<int8_t>(2.0f * kE2M1Values[code]);
     }
     for (size_t b = 0; b < nb; ++b) s[b] = std::ldexp(1.0f, int{scales[(g * nb + b) * 16 + c]} - 128);
-    Q8Column(x, m, k, w.data(), s.data(), j, bias, y, ldy);
+    Q8ReferenceColumn(x, m, k, w.data(), s.data(), j, bias, y, ldy);
   }
 }
 
@@ -244,7 +249,7 @@ void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const flo
     const uint8_t* group = values + g * (k * 16);
     for (size_t kk = 0; kk < k; ++kk) w[kk] = static_cast<int8_t>(int{group[(kk / 4) * 64 + c * 4 + kk % 4]} - 128);
     std::fill(s.begin(), s.end(), scales[j]);
-    Q8Column(x, m, k, w.data(), s.data(), j, bias, y, ldy);
+    Q8ReferenceColumn(x, m, k, w.data(), s.data(), j, bias, y, ldy);
   }
 }
 
@@ -291,7 +296,7 @@ void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, s
     const Int4Row r = Int4RowOf(w, k, j);
     for (size_t c = 0; c < k; ++c) q[c] = static_cast<int8_t>(r.Code(c) - int{r.zeros[(c / w.group) * 16]});
     for (size_t b = 0; b < nb; ++b) s[b] = r.scales[(b * 32 / w.group) * 16];
-    Q8Column(x, m, k, q.data(), s.data(), j, bias, y, ldy);
+    Q8ReferenceColumn(x, m, k, q.data(), s.data(), j, bias, y, ldy);
   }
 }
 

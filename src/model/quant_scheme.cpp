@@ -99,12 +99,7 @@ std::optional<Int4Scheme> Int4SchemeOf(const ModelConfig& config, const std::str
   if (q.quant_method == "awq") return AutoAwqScheme(q, source);
   if (q.quant_method == "compressed-tensors") {
     // A sparsity-only compressed-tensors config (model/sparse_scheme.h) quantizes nothing.
-    const auto& raw = config.raw;
-    const bool sparsity_only = q.config_groups.empty() && raw.contains("quantization_config") &&
-                               raw["quantization_config"].is_object() &&
-                               raw["quantization_config"].contains("sparsity_config") &&
-                               !raw["quantization_config"]["sparsity_config"].is_null();
-    if (sparsity_only) return std::nullopt;
+    if (q.config_groups.empty() && SparseSchemeOf(config, source)) return std::nullopt;
     return PackQuantizedScheme(q, source);
   }
   return std::nullopt;

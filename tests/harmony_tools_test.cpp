@@ -54,7 +54,7 @@ TEST(HarmonyTools, ChatBodiesRenderTokenExact) {
   const HarmonyEncoding& encoding = HarmonyEncoding::BuiltIn();
   for (const json& c : Goldens()["render"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    const std::vector<Message> messages = HarmonyMessages(c["body"], c["current_date"].get<std::string>());
+    const std::vector<Message> messages = HarmonyMessages(MapChatRequest(c["body"]), c["current_date"].get<std::string>());
     EXPECT_EQ(RenderForCompletionText(messages), c["text"].get<std::string>());
     EXPECT_EQ(encoding.RenderForCompletion(messages), c["ids"].get<std::vector<int32_t>>());
   }

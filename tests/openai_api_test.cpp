@@ -42,7 +42,7 @@ const json kHello = json::array({{{"role", "user"}, {"content", "Hello"}}});
 
 TEST(OpenAiApi, BadFieldsAre400sNamingTheField) {
   EXPECT_EQ(ErrorOf(json::array()), "400 : the request body must be a JSON object, not an array");
-  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"n", 2}}), "400 n: 'n' must be 1: tessera returns one choice per request");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"n", 0}}), "400 n: 'n' 0 must lie in [1, 128]");
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"temperature", "hot"}}),
             "400 temperature: 'temperature' must be a number, not a string");
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"temperature", 3}}), "400 temperature: 'temperature' 3 must lie in [0, 2]");
@@ -71,7 +71,19 @@ TEST(OpenAiApi, BadFieldsAre400sNamingTheField) {
   EXPECT_EQ(ErrorOf({{"messages", kHello},
                      {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}})}}),
             "400 tools: 'tools[0].function.parameters' must be an object (a JSON schema)");
-  EXPECT_NE(ErrorOf({{"messages", kHello}, {"tool_choice", "required"}}).find("constrained decoding"), std::string::npos);
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"tool_choice", "required"}}),
+            "400 tool_choice: 'tool_choice' \"required\" needs at least one tool in 'tools'");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"tool_choice", "sometimes"}}),
+            "400 tool_choice: 'tool_choice' 'sometimes' is not one of none, auto, required, or a function");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"tool_choice", {{"type", "function"}}}}).substr(0, 74),
+            "400 tool_choice: 'tool_choice' is not one of none, auto, required, or a fu");
+  const json f_tool = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"tools", f_tool}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}}),
+            "400 tool_choice: 'tool_choice' names function 'g', which 'tools' does not declare");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"logit_bias", {{"abc", 1}}}}),
+            "400 logit_bias: 'logit_bias' key 'abc' is not a token id in [0, 4096)");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"logit_bias", {{"7", "x"}}}}),
+            "400 logit_bias: 'logit_bias' of token 7 must be a number in [-100, 100]");
   EXPECT_EQ(ErrorOf({{"messages", json::array({{{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "18"}}})}}),
             "400 messages: 'messages[0]' answers tool call 'c1', which no earlier assistant message made");
   // Completions.
@@ -101,6 +113,13 @@ TEST(OpenAiApi, LimitsDefaultsAndUnknownFields) {
   const CompletionRequest text = ParseCompletionRequest({{"prompt", {5, 6, 7}}}, false, f, defaults);
   EXPECT_EQ(text.max_tokens, 16);  // OpenAI's completions default
   EXPECT_EQ(text.prompt, (std::vector<int32_t>{5, 6, 7}));
+  // The newer name wins on /v1/completions too; n and logit_bias are carried to the engine.
+  const CompletionRequest capped = ParseCompletionRequest(
+      {{"prompt", {5}}, {"max_tokens", 9}, {"max_completion_tokens", 3}, {"n", 4}, {"logit_bias", {{"12", -100}}}}, false, f,
+      defaults);
+  EXPECT_EQ(capped.max_tokens, 3);
+  EXPECT_EQ(capped.n, 4);
+  EXPECT_EQ(capped.logit_bias, (std::vector<std::pair<int32_t, float>>{{12, -100.0f}}));
 }
 
 TEST(OpenAiApi, GptOssChatRendersAsHarmony) {
@@ -115,7 +134,7 @@ TEST(OpenAiApi, GptOssChatRendersAsHarmony) {
   const std::vector<Message> expected = {Message::System(system), Message::Developer("Be brief."), Message::User("Hi"),
                                          Message::Assistant("analysis", "Greet."), Message::Assistant("final", "Hello!"),
                                          Message::User("Weather?")};
-  EXPECT_EQ(fx.format.RenderChat(body), fx.format.harmony_encoding()->RenderForCompletion(expected));
+  EXPECT_EQ(fx.format.RenderChat(MapChatRequest(body)), fx.format.harmony_encoding()->RenderForCompletion(expected));
 }
 
 TEST(OpenAiApi, RepliesSplitReasoningAndHonourStopStrings) {
@@ -225,7 +244,7 @@ TEST(OpenAiApi, GptOssToolsAreDeclaredInTheDeveloperMessage) {
   const json tool = json::parse(R"({"type": "function", "function": {"name": "get_weather", "description": "Weather.",
       "parameters": {"type": "object", "properties": {"unit": {"type": "string"}, "city": {"type": "string"}}}}})");
   json body = {{"messages", kHello}, {"tools", json::array({tool})}};
-  const std::vector<Message> messages = HarmonyMessages(body);
+  const std::vector<Message> messages = HarmonyMessages(MapChatRequest(body));
   ASSERT_EQ(messages.size(), 3u);
   EXPECT_NE(messages[0].content.find("Calls to these tools must go to the commentary channel: 'functions'."),
             std::string::npos);
@@ -235,7 +254,7 @@ TEST(OpenAiApi, GptOssToolsAreDeclaredInTheDeveloperMessage) {
   CompletionRequest r = ParseCompletionRequest(body, true, fx.format, {});
   EXPECT_TRUE(r.tools);
   body["tool_choice"] = "none";
-  EXPECT_EQ(HarmonyMessages(body).size(), 2u);  // system, user
+  EXPECT_EQ(HarmonyMessages(MapChatRequest(body)).size(), 2u);  // system, user
   EXPECT_FALSE(ParseCompletionRequest(body, true, fx.format, {}).tools);
 }
 

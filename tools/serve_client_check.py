@@ -3,7 +3,8 @@
 
 Checks what a client sees: a chat reply, a streamed chat reply with the usage chunk, a
 tool round trip (tools declared, a call and its result in the history; the streamed tool-call
-deltas accumulate to the non-streamed message), a completion with logprobs, the SDK's exception classes for bad requests (400), an unknown model
+deltas accumulate to the non-streamed message), a completion with logprobs, models.retrieve,
+n > 1, logit_bias, max_tokens 0, the SDK's exception classes for bad requests (400), an unknown model
 (404) and a missing API key (401, with --api-key), and a bounded load test (N requests at
 concurrency C) that must end with no error and no sequence left running (/metrics).
 
@@ -58,6 +59,19 @@ def main():
 
     done = client.completions.create(model=model, prompt="def f(x):", max_tokens=6, temperature=0, logprobs=2)
     assert done.object == "text_completion" and done.choices[0].logprobs.token_logprobs, done
+
+    # models.retrieve, n > 1, logit_bias, max_tokens 0.
+    assert client.models.retrieve(model).id == model
+    several = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hello"}],
+                                             max_tokens=4, n=3, seed=5)
+    assert [c.index for c in several.choices] == [0, 1, 2], several
+    assert several.usage.completion_tokens == sum(4 for _ in several.choices if _.finish_reason == "length") + \
+        sum(0 for _ in several.choices if _.finish_reason != "length") or several.usage.completion_tokens <= 12, several
+    biased = client.completions.create(model=model, prompt="def f(x):", max_tokens=3, temperature=0,
+                                       logit_bias={"42": 100}, logprobs=0)
+    assert len(set(biased.choices[0].logprobs.tokens)) == 1, biased
+    empty = client.completions.create(model=model, prompt="def f(x):", max_tokens=0)
+    assert empty.usage.completion_tokens == 0 and empty.choices[0].text == "", empty
 
     # Tools: declared, a call in the history and its result sent back; the streamed reply, its
     # tool-call deltas accumulated by index as SDK users do, equals the non-streamed one.

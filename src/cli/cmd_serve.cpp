@@ -12,6 +12,7 @@
 #include "cli/model_options.h"
 #include "cli/spec_options.h"
 #include "core/error.h"
+#include "io/json_util.h"
 #include "model/model.h"
 #include "model/tensor_parallel.h"
 #include "server/batch_engine.h"
@@ -34,6 +35,7 @@ struct ServeArgs {
   int64_t queue = 64;
   int64_t max_body_mib = 16;
   int timeout = 60;
+  std::string cors;
   float temperature = -1.0f, top_p = -1.0f, min_p = -1.0f;
   int64_t top_k = -1;
   ModelArgs model_args;
@@ -45,6 +47,10 @@ struct ServeArgs {
 void RunServe(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) Fail("serve: --port ", a.port, " must lie in [0, 65535]");
   if (a.max_body_mib < 1) Fail("serve: --max-body ", a.max_body_mib, " MiB must be at least 1");
+  if (a.timeout < 1) Fail("serve: --timeout ", a.timeout, " must be at least 1 second");
+  if (!a.cors.empty() && a.cors != "*" && a.cors.find("://") == std::string::npos) {
+    Fail("serve: --cors ", Quote(a.cors), " must be * or an origin such as http://localhost:3000");
+  }
   const SpecOptions spec = ParseSpecArgs(a.spec);  // before the (slow) load
   if (spec.method == SpecMethod::kNone && a.spec_rows_opt->count() > 0) Fail("--spec-rows needs --spec ngram");
   // Block the shutdown signals in every thread; one thread waits for them.
@@ -82,6 +88,7 @@ void RunServe(const ServeArgs& a) {
   so.model_name = a.model_name.empty() ? std::filesystem::path(model->path()).filename().string() : a.model_name;
   so.max_body_bytes = static_cast<size_t>(a.max_body_mib) << 20;
   so.timeout_seconds = a.timeout;
+  so.cors_origin = a.cors;
   so.defaults = SamplingParamsFromGenerationConfig(model->generation_config(), 0);
   if (a.temperature >= 0) so.defaults.temperature = a.temperature;
   if (a.top_p >= 0) so.defaults.top_p = a.top_p;
@@ -137,6 +144,8 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--queue", args->queue, "requests that may wait for a slot (beyond that: 429)")->capture_default_str();
   cmd->add_option("--max-body", args->max_body_mib, "largest request body in MiB (beyond that: 413)")->capture_default_str();
   cmd->add_option("--timeout", args->timeout, "seconds to read a request or write a piece of a reply")->capture_default_str();
+  cmd->add_option("--cors", args->cors,
+                  "answer browsers' cross-origin requests from this origin (* for any): CORS headers and preflights");
   cmd->add_option("--temp", args->temperature, "default temperature (default: generation_config.json's)");
   cmd->add_option("--top-p", args->top_p, "default top-p");
   cmd->add_option("--top-k", args->top_k, "default top-k (0: off)");

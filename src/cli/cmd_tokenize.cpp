@@ -77,13 +77,7 @@ void ForEachStdinLine(Fn&& fn) {
 
 nlohmann::json ParseJson(std::string_view text, const std::string& where) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) Fail(where, ": empty input (expected JSON)");
-  CheckJsonNesting(text, where);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann's message quotes the offending input, which may span lines; keep ours to one.
-    Fail(where, ": invalid JSON near byte ", e.byte);
-  }
+  return ParseJsonText(text, where);
 }
 
 void AppendIds(const std::vector<int32_t>& ids, std::string& out) {

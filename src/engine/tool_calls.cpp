@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "io/json_util.h"
 
 namespace tessera {
 namespace {
@@ -11,8 +12,10 @@ constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
 
 // A call from JSON text {"name": string, key: object}; nullopt when it is not one.
 std::optional<ToolCall> ParseCall(std::string_view text, const char* key) {
-  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
+  const std::optional<nlohmann::ordered_json> parsed = TryParseOrderedJson(text);
+  if (!parsed) return std::nullopt;
+  const nlohmann::ordered_json& j = *parsed;
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
   ToolCall call{j["name"].get<std::string>(), "{}"};
   if (j.contains(key) && !j[key].is_null()) {
     call.arguments = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
@@ -102,10 +105,10 @@ ToolCallParser::Output ToolCallParser::Finish() {
     // [TOOL_CALLS] [{"name": …, "arguments": {…}}, …]: every entry must be a call, or all of it
     // stays content.
     const std::string_view rest = std::string_view(pending_).substr(kMistralToolCallsMarker.size());
-    const nlohmann::ordered_json list = nlohmann::ordered_json::parse(rest, nullptr, false);
+    const std::optional<nlohmann::ordered_json> list = TryParseOrderedJson(rest);
     std::vector<ToolCall> calls;
-    if (!list.is_discarded() && list.is_array() && !list.empty()) {
-      for (const nlohmann::ordered_json& entry : list) {
+    if (list && list->is_array() && !list->empty()) {
+      for (const nlohmann::ordered_json& entry : *list) {
         std::optional<ToolCall> call = ParseCall(entry.dump(), "arguments");
         if (!call) {
           calls.clear();

@@ -41,12 +41,24 @@ void CheckJsonNesting(std::string_view text, const std::string& source, int max_
   }
 }
 
+void CheckJsonLimits(std::string_view text, const std::string& source, const JsonLimits& limits) {
+  if (text.size() > limits.max_bytes) {
+    Fail(source, ": invalid JSON: ", text.size(), " bytes is larger than the limit of ", limits.max_bytes);
+  }
+  // nlohmann's lexer takes a NUL byte for the end of input and would ignore the rest; valid
+  // JSON never holds a raw NUL.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    Fail(source, ": invalid JSON: NUL byte at offset ", nul);
+  }
+  CheckJsonNesting(text, source, limits.max_depth);
+}
+
 namespace {
 
 // Both parsers share the checks; Json is nlohmann::json or nlohmann::ordered_json.
 template <typename Json>
-Json ParseJsonAs(std::string_view text, const std::string& source) {
-  CheckJsonNesting(text, source);
+Json ParseJsonAs(std::string_view text, const std::string& source, const JsonLimits& limits) {
+  CheckJsonLimits(text, source, limits);
   // nlohmann keeps the last of duplicate keys silently; a duplicate in a model file is a
   // corruption we report instead. One set of keys per open object, innermost last.
   std::vector<std::set<std::string>> open_objects;
@@ -70,11 +82,6 @@ Json ParseJsonAs(std::string_view text, const std::string& source) {
     }
     return true;
   };
-  // nlohmann's lexer takes a NUL byte for the end of input and would ignore the rest; valid
-  // JSON never holds a raw NUL.
-  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
-    Fail(source, ": invalid JSON: NUL byte at offset ", nul);
-  }
   Json value;
   try {
     value = Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true, /*ignore_comments=*/false);
@@ -87,12 +94,21 @@ Json ParseJsonAs(std::string_view text, const std::string& source) {
 
 }  // namespace
 
-nlohmann::json ParseJsonText(std::string_view text, const std::string& source) {
-  return ParseJsonAs<nlohmann::json>(text, source);
+nlohmann::json ParseJsonText(std::string_view text, const std::string& source, const JsonLimits& limits) {
+  return ParseJsonAs<nlohmann::json>(text, source, limits);
 }
 
-nlohmann::ordered_json ParseOrderedJsonText(std::string_view text, const std::string& source) {
-  return ParseJsonAs<nlohmann::ordered_json>(text, source);
+nlohmann::ordered_json ParseOrderedJsonText(std::string_view text, const std::string& source,
+                                            const JsonLimits& limits) {
+  return ParseJsonAs<nlohmann::ordered_json>(text, source, limits);
+}
+
+std::optional<nlohmann::ordered_json> TryParseOrderedJson(std::string_view text, const JsonLimits& limits) {
+  try {
+    return ParseJsonAs<nlohmann::ordered_json>(text, "text", limits);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 const char* JsonKindName(nlohmann::json::value_t type) {

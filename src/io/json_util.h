@@ -1,8 +1,13 @@
 // The one bounded reader of untrusted JSON. Every JSON document tessera reads (config.json,
 // generation_config.json, model.safetensors.index.json, safetensors headers, tokenizer.json,
-// JSON on standard input) goes through ReadBoundedFile (size limit, regular files only) and
-// CheckJsonNesting (depth limit) before any parser sees it: nlohmann and simdjson build values
-// recursively, so a document nested 100,000 levels deep would otherwise overflow the stack.
+// JSON on standard input, HTTP request bodies, tool-call arguments, JSON a model generated) goes
+// through CheckJsonLimits (size and depth limits) before any parser sees it: ParseJsonText /
+// ParseOrderedJsonText / TryParseOrderedJson call it, and the two readers that use another
+// parser (simdjson for tokenizer.json, nlohmann's SAX for safetensors headers) call it
+// themselves. nlohmann's and simdjson's values are walked recursively (dump, copy, comparison,
+// our own renderers), so a document nested 100,000 levels deep would otherwise overflow the stack
+// wherever it is walked; with the limit every walk is at most kMaxJsonDepth frames deep.
+// tests/json_entry_test.cpp holds the source tree to this: no other file calls a JSON parser.
 // Also: parsing that turns nlohmann's exceptions into one-line tessera::Error messages, and
 // quoting of untrusted names so that an error message stays on one line whatever bytes a file
 // holds.
@@ -10,6 +15,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,18 +30,36 @@ std::string ReadBoundedFile(const std::string& path, size_t max_bytes);
 // most ~8 levels (tokenizer.json); simdjson's own default is 1024.
 inline constexpr int kMaxJsonDepth = 128;
 
+// Largest JSON text accepted by default (tokenizer.json files are up to ~30 MB; HTTP bodies have
+// the server's own, smaller --max-body limit, which it passes in).
+inline constexpr size_t kMaxJsonBytes = size_t{256} << 20;
+
+struct JsonLimits {
+  size_t max_bytes = kMaxJsonBytes;
+  int max_depth = kMaxJsonDepth;
+};
+
 // Throws "<source>: invalid JSON: arrays and objects nested deeper than <max_depth> levels (at
 // byte N)" when they are. A linear scan that tracks strings and escapes, so it is exact for valid
 // JSON and bounded (never recursive) for anything else.
 void CheckJsonNesting(std::string_view text, const std::string& source, int max_depth = kMaxJsonDepth);
+// The gate of every parser: throws "<source>: invalid JSON: ..." for text larger than
+// limits.max_bytes, holding a NUL byte (nlohmann's lexer would stop there and ignore the rest),
+// or nested deeper than limits.max_depth.
+void CheckJsonLimits(std::string_view text, const std::string& source, const JsonLimits& limits = {});
 
-// Parses JSON text (no comments, no trailing garbage, nesting within kMaxJsonDepth); throws
+// Parses JSON text (no comments, no trailing garbage, within `limits`); throws
 // "<source>: invalid JSON: <why>". Duplicate keys in an object are an error (Python would keep
 // the last one silently).
-nlohmann::json ParseJsonText(std::string_view text, const std::string& source);
+nlohmann::json ParseJsonText(std::string_view text, const std::string& source, const JsonLimits& limits = {});
 // As ParseJsonText, keeping the keys of every object in document order (nlohmann::json sorts
-// them): for JSON that is rendered back into text, such as chat tool declarations.
-nlohmann::ordered_json ParseOrderedJsonText(std::string_view text, const std::string& source);
+// them): for JSON that is rendered back into text, such as chat tool declarations and request
+// bodies.
+nlohmann::ordered_json ParseOrderedJsonText(std::string_view text, const std::string& source,
+                                            const JsonLimits& limits = {});
+// As ParseOrderedJsonText, for text that may simply not be JSON (what a model generated):
+// nullopt instead of an error.
+std::optional<nlohmann::ordered_json> TryParseOrderedJson(std::string_view text, const JsonLimits& limits = {});
 
 // The kind of a JSON value for messages: "null", "boolean", "integer", "number", "string",
 // "array", "object".

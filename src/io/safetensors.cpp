@@ -344,7 +344,7 @@ SafetensorsHeader ParseSafetensorsHeader(const uint8_t* data, size_t size, const
   if (const void* nul = std::memchr(begin, 0, n)) {
     Fail(source, ": invalid header JSON: NUL byte at header offset ", static_cast<const char*>(nul) - begin);
   }
-  CheckJsonNesting(std::string_view(begin, n), source);
+  CheckJsonLimits(std::string_view(begin, n), source);
   HeaderHandler handler(header);
   const bool ok = json::sax_parse(begin, begin + n, &handler, json::input_format_t::json, /*strict=*/true);
   if (!ok || !handler.done()) {

@@ -158,8 +158,18 @@ std::shared_ptr<RequestHandle> BatchEngine::Submit(EngineRequest request) {
     if (id < 0 || id >= vocab) Fail("stop token id ", id, " lies outside the vocabulary [0, ", vocab, ")");
   }
   if (request.top_logprobs > 20) Fail("top_logprobs ", request.top_logprobs, " exceeds 20");
+  for (const auto& [id, bias] : request.logit_bias) {
+    if (id < 0 || id >= vocab) Fail("logit_bias token id ", id, " lies outside the vocabulary [0, ", vocab, ")");
+    if (!std::isfinite(bias)) Fail("logit_bias of token ", id, " is not finite");
+  }
   auto handle = std::make_shared<RequestHandle>();
   handle->prompt_tokens_ = P;
+  if (request.max_tokens == 0) {
+    // Nothing to generate: the reply is empty (the prompt was still checked).
+    handle->done_ = true;
+    handle->reason_ = FinishReason::kLength;
+    return handle;
+  }
   auto seq = std::make_unique<Sequence>(handle, std::move(request));  // validates the sampling
   seq->submitted = std::chrono::steady_clock::now();
   {
@@ -378,11 +388,18 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
       const std::span<const int32_t> step_drafts =
           i < decoders ? std::span<const int32_t>(seq.feed).subspan(1) : std::span<const int32_t>();
       TokenEvent pending;
+      std::vector<float> biased;  // logits plus the request's logit_bias
       auto target = [&](int64_t row) {
         const std::span<const float> logits =
             std::span<const float>(seq.logits).subspan(static_cast<size_t>(row * vocab), static_cast<size_t>(vocab));
         pending = TokenEvent{};
-        pending.token = seq.sampler.Sample(logits);
+        if (seq.request.logit_bias.empty()) {
+          pending.token = seq.sampler.Sample(logits);
+        } else {
+          biased.assign(logits.begin(), logits.end());
+          for (const auto& [id, bias] : seq.request.logit_bias) biased[static_cast<size_t>(id)] += bias;
+          pending.token = seq.sampler.Sample(biased);
+        }
         if (seq.request.top_logprobs >= 0) Logprobs(logits, pending.token, seq.request.top_logprobs, pending);
         return pending.token;
       };

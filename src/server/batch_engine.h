@@ -66,6 +66,9 @@ struct EngineRequest {
   int64_t max_tokens = -1;         // < 0: until a stop token or the end of the context
   std::vector<int32_t> stop_tokens;
   int top_logprobs = -1;           // < 0: no log-probabilities; else that many alternatives (0 .. 20)
+  // Added to these tokens' logits before sampling (OpenAI's logit_bias); log-probabilities stay
+  // those of the model's own distribution.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

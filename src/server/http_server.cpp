@@ -7,9 +7,13 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "core/error.h"
+#include "io/json_util.h"
 #include "server/chat_page.h"
+#include "server/http_transport.h"
+#include "server/reply_writer.h"
 #include "tokenizer/utf8.h"
 
 namespace tessera {
@@ -20,15 +24,16 @@ using json = ApiJson;
 struct ApiServer::Metrics {
   std::mutex mutex;
   std::map<std::pair<std::string, int>, int64_t> requests;  // (route, status) -> count
+  // Paths outside the served routes count as "other": a client must not grow the table.
   void Count(const std::string& route, int status) {
+    static const std::set<std::string> kRoutes = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/models",
+                                                  "/v1/models/{id}", "/health", "/metrics", "/"};
     std::lock_guard<std::mutex> lock(mutex);
-    ++requests[{route, status}];
+    ++requests[{kRoutes.count(route) ? route : std::string("other"), status}];
   }
 };
 
 namespace {
-
-constexpr auto kPoll = std::chrono::milliseconds(50);  // how often a waiting reply checks its client
 
 void SendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
@@ -43,20 +48,13 @@ bool SameKey(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-std::string SseEvent(const json& data) { return "data: " + data.dump() + "\n\n"; }
-
-const char* FinishName(FinishReason reason, bool stopped_by_string) {
-  if (stopped_by_string) return "stop";
-  return reason == FinishReason::kLength ? "length" : "stop";
-}
-
 }  // namespace
 
 ApiServer::ApiServer(const Model& model, const Tokenizer& tokenizer, BatchEngine& engine, ServerOptions options)
     : engine_(engine),
       options_(std::move(options)),
       format_(model, tokenizer),
-      http_(std::make_unique<httplib::Server>()),
+      http_(std::make_unique<HttpTransport>()),
       metrics_(std::make_unique<Metrics>()) {
   // Every slot and every queued request may hold a pool thread for its whole reply; a few more
   // serve /health, /metrics and the requests that are refused.
@@ -75,12 +73,23 @@ int ApiServer::Bind() {
   if (options_.port == 0) {
     const int port = http_->bind_to_any_port(options_.host);
     if (port <= 0) Fail("serve: cannot listen on ", options_.host);
+    http_->SetBacklog(Backlog());
     return port;
   }
   if (!http_->bind_to_port(options_.host, options_.port)) {
     Fail("serve: cannot listen on ", options_.host, ":", options_.port, " (in use, or not an address of this host)");
   }
+  http_->SetBacklog(Backlog());
   return options_.port;
+}
+
+// A burst of connections waits in the kernel's accept queue only until the accept loop hands
+// each to the pool, but it must not overflow before that: every slot and every queued request
+// may arrive at once, plus the control routes.
+int ApiServer::Backlog() const {
+  if (options_.backlog > 0) return options_.backlog;
+  const int64_t wanted = 2 * (engine_.options().slots + engine_.options().max_waiting) + 64;
+  return static_cast<int>(std::min<int64_t>(wanted, 4096));
 }
 
 void ApiServer::Run() { http_->listen_after_bind(); }
@@ -88,8 +97,36 @@ void ApiServer::Stop() { http_->stop(); }
 
 void ApiServer::Routes() {
   httplib::Server& http = *http_;
-  // Authentication before routing: every route but /health.
+  // Before routing (and before a body is read): framing, CORS, then authentication on every
+  // route but /health.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (const std::string why = FramingError(req); !why.empty()) {
+      SendError(res, ApiError(400, why));
+      ConnectionState::CloseAfterReply(req);
+      metrics_->Count(req.path, 400);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string origin = req.get_header_value("Origin");
+    const bool cors = !options_.cors_origin.empty() && !origin.empty() &&
+                      (options_.cors_origin == "*" || origin == options_.cors_origin);
+    if (cors) {
+      res.set_header("Access-Control-Allow-Origin", options_.cors_origin == "*" ? "*" : origin);
+      res.set_header("Vary", "Origin");
+    }
+    if (req.method == "OPTIONS") {
+      // A CORS preflight carries no credentials; it is answered before authentication.
+      if (cors) {
+        res.status = 204;
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+        res.set_header("Access-Control-Max-Age", "600");
+      } else {
+        SendError(res, ApiError(405, origin.empty() ? StrCat("method OPTIONS is not allowed on ", req.path)
+                                                    : StrCat("cross-origin requests from ", Quote(origin),
+                                                             " are not allowed (serve --cors ORIGIN)")));
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
@@ -106,7 +143,13 @@ void ApiServer::Routes() {
   // line) get the OpenAI error object too.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    // httplib's own refusals: what is left of the request on the connection cannot be trusted
+    // (a body half read, a bad request line), so the connection closes after the reply.
+    ConnectionState* connection = ConnectionState::Current();
+    ConnectionState::CloseAfterReply(req);
+    if (res.status == 400 && connection && connection->read_timed_out) res.status = 408;
     std::string message = StrCat("HTTP ", res.status);
+    if (res.status == 408) message = "the request was not received in time (its body is shorter than its Content-Length?)";
     if (res.status == 404) message = StrCat("no route ", req.method, " ", req.path);
     if (res.status == 413) {
       // httplib caps form-encoded bodies (curl -d without a Content-Type) at 8 KiB.
@@ -132,19 +175,41 @@ void ApiServer::Routes() {
     res.set_content(json{{"status", "ok"}}.dump(), "application/json");
     metrics_->Count("/health", 200);
   });
-  auto models = [this](const httplib::Request& req, httplib::Response& res) {
-    const json list = {{"object", "list"},
-                       {"data",
-                        {{{"id", options_.model_name},
-                          {"object", "model"},
-                          {"created", static_cast<int64_t>(std::time(nullptr))},
-                          {"owned_by", "tessera"},
-                          {"max_model_len", engine_.context()}}}}};
-    res.set_content(list.dump(), "application/json");
+  auto model_object = [this] {
+    return json{{"id", options_.model_name},
+                {"object", "model"},
+                {"created", static_cast<int64_t>(std::time(nullptr))},
+                {"owned_by", "tessera"},
+                {"max_model_len", engine_.context()}};
+  };
+  auto models = [this, model_object](const httplib::Request& req, httplib::Response& res) {
+    res.set_content(json{{"object", "list"}, {"data", json::array({model_object()})}}.dump(), "application/json");
     metrics_->Count(req.path, 200);
   };
   http.Get("/v1/models", models);
   http.Get("/models", models);
+  // The openai client's models.retrieve(id); ids may hold '/' (org/name).
+  http.Get(R"(/v1/models/(.+))", [this, model_object](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (id != options_.model_name) {
+      SendError(res, ApiError(404, StrCat("model ", Quote(id), " is not served here; this server serves ",
+                                          Quote(options_.model_name)), "model", "model_not_found"));
+      metrics_->Count("/v1/models/{id}", 404);
+      return;
+    }
+    res.set_content(model_object().dump(), "application/json");
+    metrics_->Count("/v1/models/{id}", 200);
+  });
+  // The rest of the OpenAI API: a clear refusal instead of "no route".
+  for (const char* route : {"/v1/embeddings", "/v1/responses", "/v1/audio/(.*)", "/v1/images/(.*)", "/v1/moderations",
+                            "/v1/files(.*)", "/v1/batches(.*)", "/v1/fine_tuning/(.*)"}) {
+    http.Post(route, [this](const httplib::Request& req, httplib::Response& res) {
+      SendError(res, ApiError(404, StrCat(req.path, " is not served: tessera serve runs a text generation model and "
+                                          "serves /v1/chat/completions, /v1/completions and /v1/models"),
+                              "", "unsupported_endpoint"));
+      metrics_->Count(req.path, 404);
+    });
+  }
   http.Get("/", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(std::string(kChatPageHtml), "text/html; charset=utf-8");
     metrics_->Count("/", 200);
@@ -205,16 +270,20 @@ void ApiServer::Routes() {
     return [this, chat](const httplib::Request& req, httplib::Response& res) {
       const std::string route = chat ? "/v1/chat/completions" : "/v1/completions";
       CompletionRequest request;
-      std::shared_ptr<RequestHandle> handle;
+      std::vector<Choice> choices;
       try {
         if (const size_t bad = utf8::FindInvalid(req.body); bad != req.body.size()) {
           throw ApiError(400, StrCat("the request body is not valid UTF-8 (byte ", bad, ")"));
         }
         json body;
         try {
-          body = json::parse(req.body);  // ordered: tool schemas keep their key order
-        } catch (const json::exception& e) {
-          throw ApiError(400, StrCat("the request body is not valid JSON: ", e.what()));
+          // The one bounded parser: size and nesting limits (io/json_util.h); ordered, so that
+          // tool schemas keep their key order.
+          body = ParseOrderedJsonText(req.body, "request body", {options_.max_body_bytes, kMaxJsonDepth});
+        } catch (const Error& e) {
+          std::string why = e.what();
+          if (const size_t at = why.find("invalid JSON: "); at != std::string::npos) why = why.substr(at + 14);
+          throw ApiError(400, StrCat("the request body is not valid JSON: ", why));
         }
         request = ParseCompletionRequest(body, chat, format_, options_.defaults);
         if (!request.model.empty() && request.model != options_.model_name) {
@@ -223,19 +292,29 @@ void ApiServer::Routes() {
                          "model", "model_not_found");
         }
         if (!request.seeded) request.sampling.seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
-        EngineRequest er;
-        er.prompt = request.prompt;
-        er.sampling = request.sampling;
-        er.max_tokens = request.max_tokens;
-        er.stop_tokens = chat ? format_.chat_stop_tokens() : format_.text_stop_tokens();
-        er.top_logprobs = request.top_logprobs;
-        try {
-          handle = engine_.Submit(std::move(er));
-        } catch (const Error& e) {
-          const bool context = std::string(e.what()).find("context") != std::string::npos;
-          throw ApiError(400, e.what(), chat ? "messages" : "prompt", context ? "context_length_exceeded" : "");
+        const std::vector<int32_t>& stops = chat ? format_.chat_stop_tokens() : format_.text_stop_tokens();
+        for (int64_t i = 0; i < request.n; ++i) {
+          EngineRequest er;
+          er.prompt = request.prompt;
+          er.sampling = request.sampling;
+          er.sampling.seed = request.sampling.seed + static_cast<uint64_t>(i);  // choice i: its own draw
+          er.max_tokens = request.max_tokens;
+          er.stop_tokens = stops;
+          er.top_logprobs = request.top_logprobs;
+          er.logit_bias = request.logit_bias;
+          std::shared_ptr<RequestHandle> handle;
+          try {
+            handle = engine_.Submit(std::move(er));
+          } catch (const Error& e) {
+            const bool context = std::string(e.what()).find("context") != std::string::npos;
+            throw ApiError(400, e.what(), chat ? "messages" : "prompt", context ? "context_length_exceeded" : "");
+          }
+          if (!handle) {
+            for (Choice& c : choices) c.handle->Cancel();
+            throw ApiError(429, "the server is busy: every slot is running and the queue is full; retry later");
+          }
+          choices.push_back({handle, std::make_shared<ReplyState>(format_, chat, stops, request.stop, request.tools)});
         }
-        if (!handle) throw ApiError(429, "the server is busy: every slot is running and the queue is full; retry later");
       } catch (const ApiError& e) {
         SendError(res, e);
         metrics_->Count(route, e.status());
@@ -243,146 +322,22 @@ void ApiServer::Routes() {
       }
       metrics_->Count(route, 200);
 
-      const std::string id = StrCat(chat ? "chatcmpl-" : "cmpl-", std::hex, next_id_.fetch_add(1), std::dec,
-                                    std::random_device{}() % 100000);
-      const int64_t created = static_cast<int64_t>(std::time(nullptr));
-      const std::string model_name = options_.model_name;
-      const std::string fingerprint = "tessera";
-      auto state = std::make_shared<ReplyState>(format_, chat, chat ? format_.chat_stop_tokens() : format_.text_stop_tokens(),
-                                                request.stop, request.tools);
-      auto provider = [this, handle, request, id, created, model_name, fingerprint, state, chat](
-                          size_t, httplib::DataSink& sink) {
-        const Tokenizer& tokenizer = format_.tokenizer();
-        auto base = [&](const char* object) {
-          return json{{"id", id}, {"object", object}, {"created", created}, {"model", model_name},
-                      {"system_fingerprint", fingerprint}};
-        };
-        auto usage = [&] {
-          const int64_t prompt = handle->prompt_tokens(), generated = handle->generated_tokens();
-          return json{{"prompt_tokens", prompt},
-                      {"completion_tokens", generated},
-                      {"total_tokens", prompt + generated},
-                      {"prompt_tokens_details", {{"cached_tokens", handle->cached_tokens()}}}};
-        };
-        auto write = [&](const std::string& text) {
-          if (!sink.write(text.data(), text.size())) {
-            handle->Cancel();  // the client is gone
-            return false;
-          }
-          return true;
-        };
-        // Streaming: one chunk per token that produced text (or carries logprobs).
-        auto chunk = [&](const ReplyParser::Piece& piece, const json* logprobs, const json& finish) {
-          json c = base(chat ? "chat.completion.chunk" : "text_completion");
-          json choice = {{"index", 0}, {"logprobs", logprobs ? *logprobs : json(nullptr)}, {"finish_reason", finish}};
-          if (chat) {
-            json delta = json::object();
-            if (!piece.reasoning.empty()) delta["reasoning_content"] = delta["reasoning"] = piece.reasoning;
-            if (!piece.content.empty()) delta["content"] = piece.content;
-            if (!piece.calls.empty()) {
-              json calls = json::array();
-              for (const ToolCallDelta& d : piece.calls) calls.push_back(ToolCallDeltaJson(d, id));
-              delta["tool_calls"] = calls;
-            }
-            choice["delta"] = delta;
-          } else {
-            choice["text"] = piece.content;
-          }
-          c["choices"] = json::array({choice});
-          if (request.include_usage) c["usage"] = nullptr;
-          return SseEvent(c);
-        };
-        if (request.stream && chat) {
-          json first = base("chat.completion.chunk");
-          first["choices"] = json::array(
-              {{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-          if (request.include_usage) first["usage"] = nullptr;
-          if (!write(SseEvent(first))) return false;
-        }
-        std::vector<TokenEvent> events;
-        for (;;) {
-          events.clear();
-          // Wait returns false only with no event pending. The engine pushes a request's last
-          // events before it marks it done, so after done one more look collects any that came
-          // in between.
-          if (!handle->Wait(events, kPoll)) {
-            if (handle->done() && !handle->Wait(events, std::chrono::milliseconds(0))) break;
-            if (events.empty()) {
-              if (!sink.is_writable()) {
-                handle->Cancel();  // the client went away while waiting (queued, prefilling, decoding)
-                return false;
-              }
-              continue;
-            }
-          }
-          for (const TokenEvent& e : events) {
-            json lp;
-            const bool with_lp = request.top_logprobs >= 0 && !state->stopped();
-            if (with_lp) lp = state->LogprobsEntry(tokenizer, e, chat, request.top_logprobs);
-            ReplyParser::Piece piece = state->Add(e.token);
-            if (state->stopped()) handle->Cancel();  // a stop string: the engine drops it next step
-            if (request.stream && (!piece.empty() || with_lp)) {
-              if (!write(chunk(piece, with_lp ? &lp : nullptr, nullptr))) return false;
-            }
-          }
-          if (state->stopped()) break;
-        }
-        // Wait for the engine to let go (a stop string cancels it at the next step).
-        while (!handle->done()) {
-          std::vector<TokenEvent> rest;
-          handle->Wait(rest, kPoll);
-        }
-        if (handle->finish_reason() == FinishReason::kError ||
-            (handle->finish_reason() == FinishReason::kCancelled && !state->stopped())) {
-          const std::string message = handle->finish_reason() == FinishReason::kError
-                                          ? StrCat("generation failed: ", handle->error())
-                                          : std::string("the request was cancelled (the server is shutting down)");
-          const json err = ApiError(500, message).Body();
-          write(request.stream ? SseEvent(err) + "data: [DONE]\n\n" : err.dump());
-          sink.done();
-          return true;
-        }
-        ReplyParser::Piece tail = state->Finish();
-        const char* finish = FinishName(handle->finish_reason(), state->stopped());
-        if (!state->calls().empty() && std::string(finish) == "stop") finish = "tool_calls";
-        if (request.stream) {
-          if (!tail.empty() && !write(chunk(tail, nullptr, nullptr))) return false;
-          if (!write(chunk({}, nullptr, finish))) return false;
-          if (request.include_usage) {
-            json u = base(chat ? "chat.completion.chunk" : "text_completion");
-            u["choices"] = json::array();
-            u["usage"] = usage();
-            if (!write(SseEvent(u))) return false;
-          }
-          if (!write("data: [DONE]\n\n")) return false;
-        } else {
-          json out = base(chat ? "chat.completion" : "text_completion");
-          json choice = {{"index", 0}, {"finish_reason", finish}};
-          if (chat) {
-            json message = {{"role", "assistant"}, {"content", state->content()}, {"refusal", nullptr}};
-            if (!state->calls().empty()) {
-              json calls = json::array();
-              for (size_t i = 0; i < state->calls().size(); ++i) calls.push_back(ToolCallJson(state->calls()[i], i, id));
-              message["tool_calls"] = calls;
-              if (state->content().empty()) message["content"] = nullptr;
-            }
-            if (!state->reasoning().empty()) message["reasoning_content"] = message["reasoning"] = state->reasoning();
-            choice["message"] = message;
-            choice["logprobs"] = request.top_logprobs >= 0 ? json{{"content", state->chat_logprobs()}} : json(nullptr);
-          } else {
-            choice["text"] = state->content();
-            choice["logprobs"] = request.top_logprobs >= 0 ? state->completion_logprobs() : json(nullptr);
-          }
-          out["choices"] = json::array({choice});
-          out["usage"] = usage();
-          if (!write(out.dump())) return false;
-        }
-        sink.done();
-        return true;
-      };
-      res.set_chunked_content_provider(request.stream ? "text/event-stream" : "application/json", provider,
-                                       [handle](bool) { handle->Cancel(); });
-      if (request.stream) res.set_header("Cache-Control", "no-cache");
+      auto reply = std::make_shared<ReplyWriter>(
+          format_, chat, std::move(request), std::move(choices),
+          StrCat(chat ? "chatcmpl-" : "cmpl-", std::hex, next_id_.fetch_add(1), std::dec, std::random_device{}() % 100000),
+          options_.model_name);
+      auto provider = [reply](size_t, httplib::DataSink& sink) { return reply->Run(sink); };
+      auto release = [reply](bool) { reply->CancelAll(); };
+      const char* type = reply->streaming() ? "text/event-stream" : "application/json";
+      if (req.version == "HTTP/1.0") {
+        // No chunked encoding for HTTP/1.0 clients (RFC 9112 §7.1): the reply ends where the
+        // connection closes.
+        res.set_content_provider(type, provider, release);
+        ConnectionState::CloseAfterReply(req);
+      } else {
+        res.set_chunked_content_provider(type, provider, release);
+      }
+      if (reply->streaming()) res.set_header("Cache-Control", "no-cache");
     };
   };
   http.Post("/v1/chat/completions", completions(true));

@@ -11,10 +11,12 @@
 // timeouts written here.
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (and /models),
-// GET /health, GET /metrics (Prometheus text), GET / (the chat page). With an API key every route
-// but /health needs `Authorization: Bearer <key>` (compared in constant time). Errors are the
-// OpenAI error object; after a stream has begun they are a `data: {"error": …}` event followed by
-// `data: [DONE]`.
+// GET /v1/models/{id}, GET /health, GET /metrics (Prometheus text), GET / (the chat page); the
+// routes of the OpenAI API that are not served here (embeddings, audio, images, ...) answer 404
+// saying so. With an API key every route but /health (and CORS preflights) needs
+// `Authorization: Bearer <key>` (compared in constant time). Errors are the OpenAI error object;
+// after a stream has begun they are a `data: {"error": …}` event followed by `data: [DONE]`.
+// Connections, framing and timeouts: server/http_transport.h.
 #pragma once
 
 #include <atomic>
@@ -28,11 +30,9 @@
 #include "server/openai_api.h"
 #include "tokenizer/tokenizer.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace tessera {
+
+class HttpTransport;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -41,6 +41,8 @@ struct ServerOptions {
   std::string model_name;       // the id /v1/models lists and requests must name (or omit)
   size_t max_body_bytes = 16u << 20;
   int timeout_seconds = 60;     // reading a request, writing one piece of a reply
+  std::string cors_origin;      // empty: no CORS headers; "*" or one origin: answered to browsers
+  int backlog = 0;              // the listen queue; 0: sized from the engine's slots and queue
   SamplingParams defaults;      // used where a request gives no value
 };
 
@@ -56,12 +58,13 @@ class ApiServer {
 
  private:
   void Routes();
+  int Backlog() const;
   struct Metrics;
 
   BatchEngine& engine_;
   ServerOptions options_;
   ChatFormat format_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpTransport> http_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<uint64_t> next_id_{1};
 };

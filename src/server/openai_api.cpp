@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "io/json_util.h"
 #include "engine/think_splitter.h"
 #include "server/batch_engine.h"
 
@@ -79,14 +80,14 @@ bool Boolean(const json& body, const char* key, bool fallback) {
   return v->get<bool>();
 }
 
-// A message's content: a string, null, or an array of text parts, joined by `joiner`.
-std::string ContentText(const json& message, size_t index, const char* joiner) {
+// A message's content: a string, null, or an array of text parts.
+std::vector<std::string> ContentParts(const json& message, size_t index) {
   const std::string param = StrCat("messages[", index, "].content");
   const json* c = Field(message, "content");
   if (!c) return {};
-  if (c->is_string()) return c->get<std::string>();
+  if (c->is_string()) return {c->get<std::string>()};
   if (!c->is_array()) Bad(param, StrCat("'", param, "' must be a string or an array of parts, not ", TypeName(*c)));
-  std::string text;
+  std::vector<std::string> parts;
   for (size_t i = 0; i < c->size(); ++i) {
     const json& part = (*c)[i];
     const json* type = part.is_object() ? Field(part, "type") : nullptr;
@@ -96,8 +97,16 @@ std::string ContentText(const json& message, size_t index, const char* joiner) {
     }
     const json* t = Field(part, "text");
     if (!t || !t->is_string()) Bad(param, StrCat("'", param, "[", i, "].text' must be a string"));
+    parts.push_back(t->get<std::string>());
+  }
+  return parts;
+}
+
+std::string Join(const std::vector<std::string>& parts, std::string_view joiner) {
+  std::string text;
+  for (size_t i = 0; i < parts.size(); ++i) {
     if (i > 0) text += joiner;
-    text += t->get<std::string>();
+    text += parts[i];
   }
   return text;
 }
@@ -118,102 +127,117 @@ std::optional<std::string> Reasoning(const json& message, size_t index) {
   return std::nullopt;
 }
 
-const json& Messages(const json& body) {
-  const json* m = Field(body, "messages");
-  if (!m) Bad("messages", "'messages' is required");
-  if (!m->is_array() || m->empty()) Bad("messages", "'messages' must be a non-empty array");
-  for (size_t i = 0; i < m->size(); ++i) {
-    const json& msg = (*m)[i];
-    if (!msg.is_object()) Bad("messages", StrCat("'messages[", i, "]' must be an object, not ", TypeName(msg)));
-    const json* role = Field(msg, "role");
-    if (!role || !role->is_string()) Bad("messages", StrCat("'messages[", i, "].role' must be a string"));
+RequestMessage MapMessage(const json& msg, size_t i) {
+  if (!msg.is_object()) Bad("messages", StrCat("'messages[", i, "]' must be an object, not ", TypeName(msg)));
+  const json* role = Field(msg, "role");
+  if (!role || !role->is_string()) Bad("messages", StrCat("'messages[", i, "].role' must be a string"));
+  RequestMessage m;
+  m.role = role->get<std::string>();
+  m.content = ContentParts(msg, i);
+  m.reasoning = Reasoning(msg, i);
+  if (const json* calls = Field(msg, "tool_calls")) {
+    if (!calls->is_array()) Bad("messages", StrCat("'messages[", i, "].tool_calls' must be an array"));
+    for (const json& call : *calls) {
+      const json* fn = call.is_object() ? Field(call, "function") : nullptr;
+      const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
+      if (!name || !name->is_string()) Bad("messages", StrCat("'messages[", i, "].tool_calls' entries need function.name"));
+    }
+    m.tool_calls = *calls;
   }
-  return *m;
+  m.tool_call_id = StringField(msg, "tool_call_id", StrCat("messages[", i, "].tool_call_id"));
+  m.name = StringField(msg, "name", StrCat("messages[", i, "].name"));
+  return m;
+}
+
+ToolChoice MapToolChoice(const json* choice) {
+  ToolChoice out;
+  if (!choice) return out;
+  if (choice->is_string()) {
+    const std::string mode = choice->get<std::string>();
+    if (mode == "none") out.mode = ToolChoice::kNone;
+    else if (mode == "auto") out.mode = ToolChoice::kAuto;
+    else if (mode == "required") out.mode = ToolChoice::kRequired;
+    else Bad("tool_choice", StrCat("'tool_choice' ", Quote(mode), " is not one of none, auto, required, or a function"));
+    return out;
+  }
+  const json* type = choice->is_object() ? Field(*choice, "type") : nullptr;
+  const json* fn = type && *type == "function" ? Field(*choice, "function") : nullptr;
+  const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
+  if (!name || !name->is_string()) {
+    Bad("tool_choice",
+        "'tool_choice' is not one of none, auto, required, or a function ({\"type\": \"function\", \"function\": {\"name\": …}})");
+  }
+  out.mode = ToolChoice::kFunction;
+  out.function = name->get<std::string>();
+  return out;
 }
 
 // harmony (gpt-oss.md §4, serving.md §6, vLLM's mapping): system and developer messages become
 // the developer instructions; the reasoning effort goes into the system message.
-std::vector<Message> HarmonyConversation(const json& body, const std::vector<ToolDescription>& tools,
-                                         std::string_view current_date) {
-  const json& messages = Messages(body);
+std::vector<Message> HarmonyConversation(const ChatRequestData& request, std::string_view current_date) {
   SystemContent system;
   system.current_date = std::string(current_date);
-  system.function_tools_note = !tools.empty();
-  if (const json* effort = Field(body, "reasoning_effort")) {
-    if (!effort->is_string()) Bad("reasoning_effort", "'reasoning_effort' must be a string");
-    const std::string e = effort->get<std::string>();
-    if (e != "low" && e != "medium" && e != "high") {
-      Bad("reasoning_effort", StrCat("'reasoning_effort' '", e, "' is not supported by gpt-oss (low, medium, high)"));
-    }
-    system.reasoning_effort = ParseReasoningEffort(e);
-  }
+  system.function_tools_note = !request.tools.empty();
+  if (request.reasoning_effort) system.reasoning_effort = request.reasoning_effort;
   std::string instructions;
   std::vector<Message> turns;
   std::map<std::string, std::string> call_names;  // tool_call_id -> function name
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const json& msg = messages[i];
-    const std::string role = msg["role"].get<std::string>();
-    const std::string text = ContentText(msg, i, "");
-    if (role == "system" || role == "developer") {
+  for (size_t i = 0; i < request.messages.size(); ++i) {
+    const RequestMessage& msg = request.messages[i];
+    const std::string text = Join(msg.content, "");
+    if (msg.role == "system" || msg.role == "developer") {
       if (!instructions.empty()) instructions += "\n\n";
       instructions += text;
-    } else if (role == "user") {
+    } else if (msg.role == "user") {
       turns.push_back(Message::User(text));
-    } else if (role == "assistant") {
-      if (const auto r = Reasoning(msg, i); r && !r->empty()) turns.push_back(Message::Assistant("analysis", *r));
-      if (const json* calls = Field(msg, "tool_calls")) {
-        if (!calls->is_array()) Bad("messages", StrCat("'messages[", i, "].tool_calls' must be an array"));
-        for (const json& call : *calls) {
-          const json* fn = call.is_object() ? Field(call, "function") : nullptr;
-          const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
-          if (!name || !name->is_string()) {
-            Bad("messages", StrCat("'messages[", i, "].tool_calls' entries need function.name"));
-          }
-          const json* args = Field(*fn, "arguments");
+    } else if (msg.role == "assistant") {
+      if (msg.reasoning && !msg.reasoning->empty()) turns.push_back(Message::Assistant("analysis", *msg.reasoning));
+      if (msg.tool_calls.is_array()) {
+        for (const json& call : msg.tool_calls) {  // MapMessage checked function.name
+          const json& fn = call["function"];
+          const std::string name = fn["name"].get<std::string>();
+          const json* args = Field(fn, "arguments");
           const std::string arguments = !args ? "{}" : args->is_string() ? args->get<std::string>() : args->dump();
-          turns.push_back(Message::ToolCall("functions." + name->get<std::string>(), arguments, "json"));
-          if (const json* id = Field(call, "id"); id && id->is_string()) call_names[id->get<std::string>()] = name->get<std::string>();
+          turns.push_back(Message::ToolCall("functions." + name, arguments, "json"));
+          if (const json* id = Field(call, "id"); id && id->is_string()) call_names[id->get<std::string>()] = name;
         }
       }
       if (!text.empty()) turns.push_back(Message::Assistant("final", text));
-    } else if (role == "tool") {
-      const std::string id = StringField(msg, "tool_call_id", StrCat("messages[", i, "].tool_call_id"));
-      std::string name = StringField(msg, "name", StrCat("messages[", i, "].name"));
+    } else if (msg.role == "tool") {
+      std::string name = msg.name;
       if (name.empty()) {
-        const auto it = call_names.find(id);
+        const auto it = call_names.find(msg.tool_call_id);
         if (it == call_names.end()) {
-          Bad("messages", StrCat("'messages[", i, "]' answers tool call '", id, "', which no earlier assistant message made"));
+          Bad("messages", StrCat("'messages[", i, "]' answers tool call '", msg.tool_call_id,
+                                 "', which no earlier assistant message made"));
         }
         name = it->second;
       }
       turns.push_back(Message::ToolResult("functions." + name, text));
     } else {
-      Bad("messages", StrCat("'messages[", i, "].role' '", role, "' is not one of system, developer, user, assistant, tool"));
+      Bad("messages", StrCat("'messages[", i, "].role' '", msg.role, "' is not one of system, developer, user, assistant, tool"));
     }
   }
   std::vector<Message> conversation{Message::System(system)};
-  if (!instructions.empty() || !tools.empty()) {
+  if (!instructions.empty() || !request.tools.empty()) {
     Message developer = Message::Developer("");
-    developer.content = RenderDeveloperContent(instructions, tools);
+    developer.content = RenderDeveloperContent(instructions, request.tools);
     conversation.push_back(std::move(developer));
   }
   for (Message& m : turns) conversation.push_back(std::move(m));
   return conversation;
 }
 
-std::vector<ChatMessage> TemplateConversation(const json& body) {
-  const json& messages = Messages(body);
+std::vector<ChatMessage> TemplateConversation(const ChatRequestData& request) {
   std::vector<ChatMessage> out;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const json& msg = messages[i];
+  for (const RequestMessage& msg : request.messages) {
     ChatMessage m;
-    m.role = msg["role"].get<std::string>();
-    if (m.role == "developer") m.role = "system";  // the family templates know "system"
-    m.content = ContentText(msg, i, "\n");
-    m.reasoning = Reasoning(msg, i);
-    if (const json* calls = Field(msg, "tool_calls")) m.tool_calls = nlohmann::ordered_json::parse(calls->dump());
-    m.tool_call_id = StringField(msg, "tool_call_id", StrCat("messages[", i, "].tool_call_id"));
-    m.name = StringField(msg, "name", StrCat("messages[", i, "].name"));
+    m.role = msg.role == "developer" ? "system" : msg.role;  // the family templates know "system"
+    m.content = Join(msg.content, "\n");
+    m.reasoning = msg.reasoning;
+    m.tool_calls = msg.tool_calls;
+    m.tool_call_id = msg.tool_call_id;
+    m.name = msg.name;
     out.push_back(std::move(m));
   }
   return out;
@@ -228,19 +252,11 @@ std::vector<int32_t> ModelEos(const Model& model) {
   return ids;
 }
 
-}  // namespace
-
-std::vector<ToolDescription> ParseTools(const json& body) {
-  const json* tools = Field(body, "tools");
-  if (tools && !tools->is_array()) Bad("tools", "'tools' must be an array");
-  bool declared = true;
-  if (const json* choice = Field(body, "tool_choice")) {
-    const bool plain = choice->is_string() && (*choice == "none" || *choice == "auto");
-    if (!plain) Bad("tool_choice", "'tool_choice' other than \"none\" and \"auto\" needs constrained decoding, which tessera does not do");
-    declared = *choice != "none";
-  }
+// The function tools a body declares, checked, whatever the tool choice.
+std::vector<ToolDescription> DeclaredTools(const json* tools) {
   std::vector<ToolDescription> out;
   if (!tools) return out;
+  if (!tools->is_array()) Bad("tools", "'tools' must be an array");
   for (size_t i = 0; i < tools->size(); ++i) {
     const std::string param = StrCat("tools[", i, "]");
     const json& tool = (*tools)[i];
@@ -263,12 +279,49 @@ std::vector<ToolDescription> ParseTools(const json& body) {
     }
     out.push_back(std::move(d));
   }
-  if (!declared) out.clear();
   return out;
 }
 
-std::vector<Message> HarmonyMessages(const json& body, std::string_view current_date) {
-  return HarmonyConversation(body, ParseTools(body), current_date);
+}  // namespace
+
+ChatRequestData MapChatRequest(const json& body) {
+  if (!body.is_object()) Bad("", StrCat("the request body must be a JSON object, not ", TypeName(body)));
+  ChatRequestData r;
+  const json* messages = Field(body, "messages");
+  if (!messages) Bad("messages", "'messages' is required");
+  if (!messages->is_array() || messages->empty()) Bad("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < messages->size(); ++i) r.messages.push_back(MapMessage((*messages)[i], i));
+  const json* tools = Field(body, "tools");
+  r.tools = DeclaredTools(tools);
+  r.tool_choice = MapToolChoice(Field(body, "tool_choice"));
+  if (r.tool_choice.mode == ToolChoice::kRequired && r.tools.empty()) {
+    Bad("tool_choice", "'tool_choice' \"required\" needs at least one tool in 'tools'");
+  }
+  if (r.tool_choice.mode == ToolChoice::kFunction &&
+      std::none_of(r.tools.begin(), r.tools.end(), [&](const ToolDescription& t) { return t.name == r.tool_choice.function; })) {
+    Bad("tool_choice", StrCat("'tool_choice' names function ", Quote(r.tool_choice.function), ", which 'tools' does not declare"));
+  }
+  // The family templates see the tools even with tool_choice "none" (vLLM's default); harmony
+  // declares none then, and the reply is not read for calls.
+  if (tools && !tools->empty()) r.tool_declarations = *tools;
+  if (r.tool_choice.mode == ToolChoice::kNone) r.tools.clear();
+  if (const json* effort = Field(body, "reasoning_effort")) {
+    if (!effort->is_string()) Bad("reasoning_effort", "'reasoning_effort' must be a string");
+    const std::string e = effort->get<std::string>();
+    if (e != "low" && e != "medium" && e != "high") {
+      Bad("reasoning_effort", StrCat("'reasoning_effort' '", e, "' is not supported by gpt-oss (low, medium, high)"));
+    }
+    r.reasoning_effort = ParseReasoningEffort(e);
+  }
+  if (const json* kwargs = Field(body, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) Bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    r.enable_thinking = Boolean(*kwargs, "enable_thinking", true);
+  }
+  return r;
+}
+
+std::vector<Message> HarmonyMessages(const ChatRequestData& request, std::string_view current_date) {
+  return HarmonyConversation(request, current_date);
 }
 
 // ---- ChatFormat ---------------------------------------------------------------------------------
@@ -295,30 +348,16 @@ ToolCallFormat ChatFormat::tool_format() const {
 
 bool ChatFormat::thinks() const { return chat_template_ && chat_template_->kind() == ChatTemplateKind::kQwen3; }
 
-std::vector<int32_t> ChatFormat::RenderChat(const json& body, std::vector<ToolDescription>* declared) const {
+std::vector<int32_t> ChatFormat::RenderChat(const ChatRequestData& request) const {
   if (!has_chat()) {
     throw ApiError(400, "this model has no chat template tessera knows; use /v1/completions", "messages");
   }
-  std::vector<ToolDescription> tools = ParseTools(body);  // checks `tools` and `tool_choice` for every format
   try {
-    std::vector<int32_t> ids;
-    if (harmony_) {
-      ids = harmony_->RenderForCompletion(HarmonyConversation(body, tools, {}));
-      if (declared) *declared = std::move(tools);
-      return ids;
-    }
+    if (harmony_) return harmony_->RenderForCompletion(HarmonyConversation(request, {}));
     ChatOptions options;
-    // The template sees the tools even with tool_choice "none" (vLLM's default); the reply is
-    // then not read for calls.
-    if (const json* tools = Field(body, "tools"); tools && !tools->empty()) options.tools = *tools;
-    if (const json* kwargs = Field(body, "chat_template_kwargs")) {
-      if (!kwargs->is_object()) Bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-      options.enable_thinking = Boolean(*kwargs, "enable_thinking", true);
-    }
-    const std::vector<ChatMessage> messages = TemplateConversation(body);
-    ids = chat_template_->RenderIds(*tokenizer_, messages, options);
-    if (declared) *declared = std::move(tools);
-    return ids;
+    options.tools = request.tool_declarations;
+    options.enable_thinking = request.enable_thinking;
+    return chat_template_->RenderIds(*tokenizer_, TemplateConversation(request), options);
   } catch (const Error& e) {
     Bad("messages", e.what());  // the template's own checks (alternation, tool call ids, UTF-8)
   }
@@ -335,7 +374,7 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
     if (!model->is_string()) Bad("model", "'model' must be a string");
     r.model = model->get<std::string>();
   }
-  if (Integer(body, "n", 1, 1, 128) != 1) Bad("n", "'n' must be 1: tessera returns one choice per request");
+  r.n = Integer(body, "n", 1, 1, 128);
   if (const json* rf = Field(body, "response_format")) {
     const json* type = rf->is_object() ? Field(*rf, "type") : nullptr;
     if (!type || !type->is_string()) Bad("response_format", "'response_format' must be an object with a string 'type'");
@@ -344,7 +383,19 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
                                     "' needs constrained decoding, which tessera does not do; only 'text' is served"));
     }
   }
-  if (Field(body, "logit_bias")) Bad("logit_bias", "'logit_bias' is not supported");
+  if (const json* bias = Field(body, "logit_bias")) {
+    if (!bias->is_object()) Bad("logit_bias", "'logit_bias' must be an object of token id -> bias");
+    const int64_t vocab = format.tokenizer().vocab_size();
+    for (const auto& [key, value] : bias->items()) {
+      const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+      const int64_t id = digits ? std::stoll(key) : -1;
+      if (id < 0 || id >= vocab) Bad("logit_bias", StrCat("'logit_bias' key ", Quote(key), " is not a token id in [0, ", vocab, ")"));
+      if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0)) {
+        Bad("logit_bias", StrCat("'logit_bias' of token ", id, " must be a number in [-100, 100]"));
+      }
+      r.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+  }
   r.sampling = defaults;
   r.sampling.temperature = static_cast<float>(Number(body, "temperature", defaults.temperature, 0.0, 2.0));
   r.sampling.top_p = static_cast<float>(Number(body, "top_p", defaults.top_p, 0.0, 1.0));
@@ -357,7 +408,8 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
     r.seeded = true;
   }
   const int64_t max_tokens = Integer(body, "max_tokens", chat ? -1 : 16, 0, INT32_MAX);
-  r.max_tokens = chat ? Integer(body, "max_completion_tokens", max_tokens, 0, INT32_MAX) : max_tokens;
+  // max_completion_tokens (the newer name) wins over max_tokens on both routes, as in vLLM.
+  r.max_tokens = Integer(body, "max_completion_tokens", max_tokens, 0, INT32_MAX);
   if (const json* stop = Field(body, "stop")) {
     if (stop->is_string()) {
       r.stop.push_back(stop->get<std::string>());
@@ -381,9 +433,12 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
   if (chat) {
     if (Boolean(body, "logprobs", false)) r.top_logprobs = static_cast<int>(Integer(body, "top_logprobs", 0, 0, 20));
     else if (Field(body, "top_logprobs")) Bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
-    std::vector<ToolDescription> tools;
-    r.prompt = format.RenderChat(body, &tools);
-    r.tools = !tools.empty();
+    const ChatRequestData data = MapChatRequest(body);
+    if (data.tool_choice.mode == ToolChoice::kRequired || data.tool_choice.mode == ToolChoice::kFunction) {
+      Bad("tool_choice", "'tool_choice' \"required\" or a named function needs constrained decoding, which tessera does not do yet");
+    }
+    r.prompt = format.RenderChat(data);
+    r.tools = !data.tools.empty();
   } else {
     if (Field(body, "logprobs")) r.top_logprobs = static_cast<int>(Integer(body, "logprobs", 0, 0, 5));
     if (Boolean(body, "echo", false)) Bad("echo", "'echo' is not supported");

@@ -14,9 +14,9 @@
 //                            begin one; the stop string itself is not returned
 //
 // Unknown fields are ignored (as vLLM does), except the ones that change what a reply means
-// and are not implemented, which are refused with 400 rather than silently dropped: n > 1,
-// response_format other than text, tool_choice other than none/auto (forcing a call needs
-// constrained decoding), tools other than functions, echo, suffix, best_of > 1, logit_bias.
+// and are not implemented, which are refused with 400 rather than silently dropped:
+// response_format other than text, tool_choice "required" or a named function (forcing a call
+// needs constrained decoding), tools other than functions, echo, suffix, best_of > 1.
 //
 // Bodies are nlohmann::ordered_json: a tool's parameter schema is rendered in the client's key
 // order (harmony's TypeScript declarations, the templates' tojson), as Python servers do.
@@ -60,6 +60,39 @@ class ApiError : public std::runtime_error {
   std::string param_, code_;
 };
 
+// A chat body's message, checked, in the engine's terms.
+struct RequestMessage {
+  std::string role;                   // as sent; harmony accepts system/developer/user/assistant/tool
+  std::vector<std::string> content;   // text parts (a string content is one part, none is empty)
+  std::optional<std::string> reasoning;  // reasoning_content / reasoning
+  ApiJson tool_calls;                 // null, or the array as sent; every entry has function.name
+  std::string tool_call_id, name;     // "" is absent
+};
+
+struct ToolChoice {
+  enum Mode { kNone, kAuto, kRequired, kFunction };
+  Mode mode = kAuto;
+  std::string function;  // kFunction: the name
+};
+
+// A chat request body mapped once, at the boundary, into what the renderers take (harmony, the
+// family templates): they never see the client's JSON. The tool schemas stay JSON (they are
+// rendered back as JSON / TypeScript), bounded by the parse limits like the rest of the body.
+struct ChatRequestData {
+  std::vector<RequestMessage> messages;
+  std::vector<ToolDescription> tools;  // declared to the model; empty when none or tool_choice "none"
+  ApiJson tool_declarations;           // `tools` as sent (null when absent or empty): the templates render it
+  ToolChoice tool_choice;
+  std::optional<ReasoningEffort> reasoning_effort;  // nullopt: harmony's default (medium)
+  bool enable_thinking = true;                      // chat_template_kwargs (Qwen3)
+};
+
+// Checks the chat fields of `body` (messages, tools, tool_choice, reasoning_effort,
+// chat_template_kwargs) and maps them; throws ApiError 400 naming the field. Tools are function
+// tools {"type": "function", "function": {"name", "description"?, "parameters"?}} with a name of
+// 1–64 characters from [A-Za-z0-9_-] (OpenAI's rule; harmony writes it into headers).
+ChatRequestData MapChatRequest(const ApiJson& body);
+
 class ChatFormat {
  public:
   // harmony for gpt-oss; otherwise the directory's chat template (a model without a known one
@@ -71,10 +104,9 @@ class ChatFormat {
   bool thinks() const;  // Qwen3: replies open with a <think> block
   // How replies write tool calls (engine/tool_calls.h); kNone for harmony and completions.
   ToolCallFormat tool_format() const;
-  // The prompt ids of a chat request body's messages (with its reasoning_effort, tools,
-  // chat_template_kwargs). Throws ApiError 400 for malformed messages. `declared` (optional)
-  // receives the tools the request declares (ParseTools).
-  std::vector<int32_t> RenderChat(const ApiJson& body, std::vector<ToolDescription>* declared = nullptr) const;
+  // The prompt ids of a mapped chat request. Throws ApiError 400 for what the format refuses
+  // (roles harmony does not know, a template's alternation rule).
+  std::vector<int32_t> RenderChat(const ChatRequestData& request) const;
   // Ids that end a reply: harmony's <|return|>, <|call|>, <|endoftext|>; the family's turn-end
   // and EOS tokens; for /v1/completions without a template, config.json's EOS ids.
   const std::vector<int32_t>& chat_stop_tokens() const { return chat_stops_; }
@@ -101,6 +133,8 @@ struct CompletionRequest {
   bool include_usage = false;
   int top_logprobs = -1;        // < 0: no logprobs
   bool tools = false;           // chat with a non-empty `tools`: replies may hold tool calls
+  int64_t n = 1;                // choices, each its own engine request (seed + index)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit, in [-100, 100]
 };
 
 // `body` must be a JSON object. `default_max_tokens` applies when the body gives none (OpenAI's
@@ -108,20 +142,13 @@ struct CompletionRequest {
 CompletionRequest ParseCompletionRequest(const ApiJson& body, bool chat, const ChatFormat& format,
                                          const SamplingParams& defaults);
 
-// The function tools a chat body declares (`tools`), checked: each {"type": "function",
-// "function": {"name", "description"?, "parameters"?}} with a name of 1–64 characters from
-// [A-Za-z0-9_-] (OpenAI's rule; harmony writes it into headers). Empty when there are none or
-// `tool_choice` is "none" (then nothing is declared to the model and replies are not read for
-// calls). Throws ApiError 400 naming the entry.
-std::vector<ToolDescription> ParseTools(const ApiJson& body);
-
-// The harmony conversation of a chat body (serving.md §6, vLLM's mapping): the system message
+// The harmony conversation of a mapped chat request (serving.md §6, vLLM's mapping): the system message
 // (reasoning_effort, `current_date` when not empty, the function-tools note), one developer
 // message with the system/developer messages' text as instructions and the declared tools,
 // then user turns, assistant reasoning (analysis), tool calls (commentary, recipient
 // functions.NAME, content type json) and answers (final), tool results (author functions.NAME,
 // found from tool_call_id). Throws ApiError 400 for malformed messages.
-std::vector<Message> HarmonyMessages(const ApiJson& body, std::string_view current_date = {});
+std::vector<Message> HarmonyMessages(const ChatRequestData& request, std::string_view current_date = {});
 
 // A piece of one tool call of a reply, as a streamed chunk carries it.
 struct ToolCallDelta {

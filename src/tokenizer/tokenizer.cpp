@@ -387,7 +387,7 @@ class Loader : public PipelineJson {
   Loader(Tokenizer::Impl& impl, std::string_view json) : PipelineJson(impl.source), impl_(impl), json_(json) {}
 
   void Run() {
-    CheckJsonNesting(json_, impl_.source);
+    CheckJsonLimits(json_, impl_.source);
     simdjson::padded_string padded(json_.data(), json_.size());
     element root;
     if (auto error = parser_.parse(padded).get(root)) {

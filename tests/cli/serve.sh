@@ -82,6 +82,39 @@ post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response
 expect_status "json mode" 400 "constrained decoding"
 post /v1/completions "{\"prompt\":\"$(printf 'word %.0s' $(seq 5000))\"}"
 expect_status "prompt beyond the context" 400 "context_length_exceeded"
+post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"tool_choice":"sometimes"}'
+expect_status "tool_choice value" 400 "is not one of none, auto, required, or a function"
+# max_tokens 0 generates nothing on both routes; max_completion_tokens applies to completions too.
+post /v1/completions '{"prompt":"def f(x):","max_tokens":0}'
+expect_status "completions max_tokens 0" 200 '"completion_tokens":0'
+post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_tokens":0}'
+expect_status "chat max_tokens 0" 200 '"completion_tokens":0'
+post /v1/completions '{"prompt":"def f(x):","max_tokens":9,"max_completion_tokens":3}'
+expect_status "completions max_completion_tokens" 200 '"completion_tokens":3'
+# n > 1: one choice per index, the prompt counted once.
+post /v1/completions '{"prompt":"def f(x):","max_tokens":4,"n":3,"seed":1}'
+expect_status "n=3" 200 '"index":2'
+grep -q '"completion_tokens":12' "$WORK/body" || fail "n=3: usage: $(cat "$WORK/body")"
+grep -q '"prompt_tokens":[0-9]*,"completion' "$WORK/body" || fail "n=3: no prompt count"
+curl -sN -H 'Content-Type: application/json' "$URL/v1/chat/completions" \
+  -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"n":2,"stream":true}' >"$WORK/sse2"
+[ "$(grep -c '"finish_reason":"length"' "$WORK/sse2")" = 2 ] || fail "n=2 stream: finish chunks: $(cat "$WORK/sse2")"
+grep -q '"index":1' "$WORK/sse2" || fail "n=2 stream: no choice 1"
+# logit_bias +100 on one token makes it the greedy choice every time.
+post /v1/completions '{"prompt":"def f(x):","max_tokens":4,"temperature":0,"logit_bias":{"42":100},"logprobs":0}'
+expect_status "logit_bias" 200
+python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); lp=b["choices"][0]["logprobs"]; t=lp["tokens"]; assert len(set(t))==1 and len(t)==4, t' "$WORK/body" 2>/dev/null ||
+  fail "logit_bias: the biased token was not chosen every time: $(cat "$WORK/body")"
+post /v1/completions '{"prompt":"x","logit_bias":{"-3":1}}'
+expect_status "logit_bias key" 400 "is not a token id"
+post /v1/completions '{"prompt":"x","logit_bias":{"5":101}}'
+expect_status "logit_bias range" 400 "must be a number in [-100, 100]"
+# models.retrieve, and the routes that are not served.
+curl -s "$URL/v1/models/tiny-gpt-oss" | grep -q '"object":"model"' || fail "models/{id}"
+curl -s -o "$WORK/body" -w '%{http_code}' "$URL/v1/models/gpt-4o" >"$WORK/code"
+expect_status "models/{unknown}" 404 "model_not_found"
+post /v1/embeddings '{"input":"x","model":"tiny-gpt-oss"}'
+expect_status "embeddings" 404 "is not served"
 printf '{"prompt":"\xff"}' >"$WORK/bad.json"
 curl -s -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' "$URL/v1/completions" --data-binary @"$WORK/bad.json" >"$WORK/code"
 expect_status "invalid UTF-8" 400 "not valid UTF-8"
@@ -136,8 +169,24 @@ curl -s -o "$WORK/body" -w '%{http_code}' -H 'Authorization: Bearer sesame' "$UR
 expect_status "right key" 200
 post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}]}'
 expect_status "keyed chat without a key" 401
+curl -s -o "$WORK/body" -w '%{http_code}' -X OPTIONS -H 'Origin: http://app.example' "$URL/v1/chat/completions" >"$WORK/code"
+expect_status "preflight without --cors" 405 "cross-origin requests"
 kill -TERM "$PID"
 wait "$PID" || fail "keyed server: exit $?"
+
+# --cors: preflights are answered without a key; replies carry the origin.
+start_server cors -m "$SRC/models/tiny-llama" --api-key sesame --parallel 1 -c 128 --cors http://app.example
+curl -s -D "$WORK/head" -o "$WORK/body" -w '%{http_code}' -X OPTIONS -H 'Origin: http://app.example' \
+  -H 'Access-Control-Request-Method: POST' "$URL/v1/chat/completions" >"$WORK/code"
+[ "$(cat "$WORK/code")" = 204 ] || fail "cors preflight: $(cat "$WORK/code") $(cat "$WORK/body")"
+grep -qi '^Access-Control-Allow-Origin: http://app.example' "$WORK/head" || fail "cors: no allow-origin: $(cat "$WORK/head")"
+grep -qi '^Access-Control-Allow-Headers: .*Authorization' "$WORK/head" || fail "cors: no allow-headers"
+curl -s -D "$WORK/head" -o /dev/null -H 'Origin: http://app.example' -H 'Authorization: Bearer sesame' "$URL/v1/models"
+grep -qi '^Access-Control-Allow-Origin: http://app.example' "$WORK/head" || fail "cors: GET without allow-origin"
+curl -s -D "$WORK/head" -o /dev/null -H 'Origin: http://evil.example' -H 'Authorization: Bearer sesame' "$URL/v1/models"
+grep -qi '^Access-Control-Allow-Origin' "$WORK/head" && fail "cors: another origin was allowed"
+kill -TERM "$PID"
+wait "$PID" || fail "cors server: exit $?"
 
 # --spec ngram: a reply that copies from its prompt confirms drafts (/metrics counts them).
 start_server spec -m "$SRC/models/tiny-llama" --parallel 2 -c 256 --spec ngram --spec-k 4

@@ -70,8 +70,11 @@ struct BatchEngine::Sequence {
   std::unique_ptr<NgramIndex> ngram;       // the history drafts are copied from
   std::unique_ptr<SpecController> spec;    // the draft length per step
   std::vector<int32_t> feed;               // a decode step's input: the last token, then drafts
+  std::unique_ptr<GrammarState> grammar;   // structured outputs: where the reply is in its grammar
   Sequence(std::shared_ptr<RequestHandle> h, EngineRequest r)
-      : handle(std::move(h)), request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {}
+      : handle(std::move(h)), request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {
+    if (request.grammar) grammar = std::make_unique<GrammarState>(request.grammar);
+  }
   int64_t prompt_size() const { return static_cast<int64_t>(request.prompt.size()); }
 };
 
@@ -393,23 +396,25 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
         const std::span<const float> logits =
             std::span<const float>(seq.logits).subspan(static_cast<size_t>(row * vocab), static_cast<size_t>(vocab));
         pending = TokenEvent{};
-        if (seq.request.logit_bias.empty()) {
+        if (seq.request.logit_bias.empty() && !seq.grammar) {
           pending.token = seq.sampler.Sample(logits);
         } else {
           biased.assign(logits.begin(), logits.end());
           for (const auto& [id, bias] : seq.request.logit_bias) biased[static_cast<size_t>(id)] += bias;
+          if (seq.grammar) seq.grammar->Mask(biased);
           pending.token = seq.sampler.Sample(biased);
         }
         if (seq.request.top_logprobs >= 0) Logprobs(logits, pending.token, seq.request.top_logprobs, pending);
         return pending.token;
       };
       auto emit = [&](int32_t token) {
+        if (seq.grammar && !seq.grammar->Accept(token)) Fail("the grammar refused sampled token ", token);
         seq.tokens.push_back(token);
         if (seq.ngram) seq.ngram->Append(token);
         ++seq.generated;
         sampled[i].push_back(std::move(pending));
         const auto& stops = seq.request.stop_tokens;
-        if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+        if (std::find(stops.begin(), stops.end(), token) != stops.end() || (seq.grammar && seq.grammar->Finished())) {
           ends[i] = FinishReason::kStop;
         } else if ((seq.request.max_tokens >= 0 && seq.generated >= seq.request.max_tokens) ||
                    static_cast<int64_t>(seq.tokens.size()) > options_.context) {

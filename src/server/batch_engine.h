@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/grammar.h"
 #include "engine/sampler.h"
 #include "engine/speculative.h"
 #include "model/model.h"
@@ -69,6 +70,9 @@ struct EngineRequest {
   // Added to these tokens' logits before sampling (OpenAI's logit_bias); log-probabilities stay
   // those of the model's own distribution.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Structured outputs: the grammar every sampled token must follow (engine/grammar.h); its
+  // mask is applied after logit_bias, before the sampler's filters. nullptr: unconstrained.
+  std::shared_ptr<const CompiledConstraint> grammar;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

@@ -302,6 +302,7 @@ void ApiServer::Routes() {
           er.stop_tokens = stops;
           er.top_logprobs = request.top_logprobs;
           er.logit_bias = request.logit_bias;
+          er.grammar = request.grammar;
           std::shared_ptr<RequestHandle> handle;
           try {
             handle = engine_.Submit(std::move(er));

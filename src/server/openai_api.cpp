@@ -7,6 +7,7 @@
 #include "io/json_util.h"
 #include "engine/think_splitter.h"
 #include "server/batch_engine.h"
+#include "server/structured_output.h"
 
 namespace tessera {
 
@@ -326,7 +327,14 @@ std::vector<Message> HarmonyMessages(const ChatRequestData& request, std::string
 
 // ---- ChatFormat ---------------------------------------------------------------------------------
 
-ChatFormat::ChatFormat(const Model& model, const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {
+const GrammarVocabulary* ChatFormat::grammar_vocabulary() const {
+  if (!GrammarVocabulary::Available()) return nullptr;
+  std::call_once(grammar_once_, [&] { grammar_ = std::make_unique<GrammarVocabulary>(*tokenizer_, model_vocab_); });
+  return grammar_.get();
+}
+
+ChatFormat::ChatFormat(const Model& model, const Tokenizer& tokenizer)
+    : tokenizer_(&tokenizer), model_vocab_(model.config().vocab_size) {
   text_stops_ = ModelEos(model);
   if (model.config().model_type == "gpt_oss") {
     harmony_ = std::make_unique<HarmonyEncoding>(tokenizer);
@@ -375,14 +383,7 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
     r.model = model->get<std::string>();
   }
   r.n = Integer(body, "n", 1, 1, 128);
-  if (const json* rf = Field(body, "response_format")) {
-    const json* type = rf->is_object() ? Field(*rf, "type") : nullptr;
-    if (!type || !type->is_string()) Bad("response_format", "'response_format' must be an object with a string 'type'");
-    if (*type != "text") {
-      Bad("response_format", StrCat("'response_format' '", type->get<std::string>(),
-                                    "' needs constrained decoding, which tessera does not do; only 'text' is served"));
-    }
-  }
+  const ResponseFormat response_format = ParseResponseFormat(Field(body, "response_format"));
   if (const json* bias = Field(body, "logit_bias")) {
     if (!bias->is_object()) Bad("logit_bias", "'logit_bias' must be an object of token id -> bias");
     const int64_t vocab = format.tokenizer().vocab_size();
@@ -434,11 +435,9 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
     if (Boolean(body, "logprobs", false)) r.top_logprobs = static_cast<int>(Integer(body, "top_logprobs", 0, 0, 20));
     else if (Field(body, "top_logprobs")) Bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
     const ChatRequestData data = MapChatRequest(body);
-    if (data.tool_choice.mode == ToolChoice::kRequired || data.tool_choice.mode == ToolChoice::kFunction) {
-      Bad("tool_choice", "'tool_choice' \"required\" or a named function needs constrained decoding, which tessera does not do yet");
-    }
     r.prompt = format.RenderChat(data);
     r.tools = !data.tools.empty();
+    r.grammar = BuildReplyConstraint(format, response_format, &data);
   } else {
     if (Field(body, "logprobs")) r.top_logprobs = static_cast<int>(Integer(body, "logprobs", 0, 0, 5));
     if (Boolean(body, "echo", false)) Bad("echo", "'echo' is not supported");
@@ -476,6 +475,7 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
       Bad("prompt", "'prompt' must be a string, a list of token ids, or a list of one of those");
     }
     if (r.prompt.empty()) Bad("prompt", "'prompt' is empty");
+    r.grammar = BuildReplyConstraint(format, response_format, nullptr);
   }
   return r;
 }

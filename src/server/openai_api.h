@@ -14,9 +14,9 @@
 //                            begin one; the stop string itself is not returned
 //
 // Unknown fields are ignored (as vLLM does), except the ones that change what a reply means
-// and are not implemented, which are refused with 400 rather than silently dropped:
-// response_format other than text, tool_choice "required" or a named function (forcing a call
-// needs constrained decoding), tools other than functions, echo, suffix, best_of > 1.
+// and are not implemented, which are refused with 400 rather than silently dropped: tools
+// other than functions, echo, suffix, best_of > 1. response_format and tool_choice "required" /
+// a named function become a grammar (server/structured_output.h).
 //
 // Bodies are nlohmann::ordered_json: a tool's parameter schema is rendered in the client's key
 // order (harmony's TypeScript declarations, the templates' tojson), as Python servers do.
@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "engine/chat_template.h"
+#include "engine/grammar.h"
 #include "engine/harmony.h"
 #include "engine/harmony_tools.h"
 #include "engine/think_splitter.h"
@@ -113,9 +115,15 @@ class ChatFormat {
   const std::vector<int32_t>& text_stop_tokens() const { return text_stops_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const HarmonyEncoding* harmony_encoding() const { return harmony_.get(); }
+  // The tokenizer as structured outputs' grammars see it, built on first use (tens of ms);
+  // nullptr when this build has no grammar engine.
+  const GrammarVocabulary* grammar_vocabulary() const;
 
  private:
   const Tokenizer* tokenizer_;
+  int64_t model_vocab_ = 0;
+  mutable std::once_flag grammar_once_;
+  mutable std::unique_ptr<GrammarVocabulary> grammar_;
   std::unique_ptr<HarmonyEncoding> harmony_;
   std::optional<ChatTemplate> chat_template_;
   std::vector<int32_t> chat_stops_, text_stops_;
@@ -134,6 +142,8 @@ struct CompletionRequest {
   int top_logprobs = -1;        // < 0: no logprobs
   bool tools = false;           // chat with a non-empty `tools`: replies may hold tool calls
   int64_t n = 1;                // choices, each its own engine request (seed + index)
+  // response_format / a forced tool call as a grammar (server/structured_output.h); nullptr: none.
+  std::shared_ptr<const CompiledConstraint> grammar;
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit, in [-100, 100]
 };
 

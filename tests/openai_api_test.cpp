@@ -50,8 +50,8 @@ TEST(OpenAiApi, BadFieldsAre400sNamingTheField) {
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"max_tokens", 1.5}}), "400 max_tokens: 'max_tokens' must be an integer, not a number");
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"stream_options", {{"include_usage", true}}}}),
             "400 stream_options: 'stream_options' is only allowed with 'stream': true");
-  EXPECT_NE(ErrorOf({{"messages", kHello}, {"response_format", {{"type", "json_object"}}}}).find("constrained decoding"),
-            std::string::npos);
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"response_format", {{"type", "yaml"}}}}),
+            "400 response_format: 'response_format' type 'yaml' is not one of text, json_object, json_schema");
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"top_logprobs", 3}}), "400 top_logprobs: 'top_logprobs' needs 'logprobs': true");
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"stop", 5}}), "400 stop: 'stop' must be a string or an array of strings");
   EXPECT_EQ(ErrorOf({{"messages", "hi"}}), "400 messages: 'messages' must be a non-empty array");

@@ -4,7 +4,8 @@
 Checks what a client sees: a chat reply, a streamed chat reply with the usage chunk, a
 tool round trip (tools declared, a call and its result in the history; the streamed tool-call
 deltas accumulate to the non-streamed message), a completion with logprobs, models.retrieve,
-n > 1, logit_bias, max_tokens 0, the SDK's exception classes for bad requests (400), an unknown model
+n > 1, logit_bias, max_tokens 0, structured outputs (response_format json_schema / json_object /
+a pydantic model through chat.completions.parse, tool_choice "required" and a named function), the SDK's exception classes for bad requests (400), an unknown model
 (404) and a missing API key (401, with --api-key), and a bounded load test (N requests at
 concurrency C) that must end with no error and no sequence left running (/metrics).
 
@@ -12,10 +13,12 @@ Usage: serve_client_check.py BASE_URL [--api-key KEY] [--requests 200] [--concur
 """
 import argparse
 import concurrent.futures
+import json
 import sys
 import urllib.request
 
 import openai
+import pydantic
 
 
 def metric(base, name, key):
@@ -101,7 +104,34 @@ def main():
     assert text == (message.content or ""), (text, message.content)
     expected = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in message.tool_calls or []]
     assert [calls[i] for i in sorted(calls)] == expected, (calls, expected)
-    for bad in ({"tools": [{"type": "retrieval"}]}, {"tools": tools, "tool_choice": "required"}):
+    # Structured outputs: the SDK's response_format forms and forced tool calls.
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        forced = client.chat.completions.create(model=model, messages=turns[:2], tools=tools, tool_choice=choice,
+                                                max_tokens=1500, seed=4)
+        call = forced.choices[0].message.tool_calls
+        assert forced.choices[0].finish_reason == "tool_calls" and len(call) == 1, forced
+        assert call[0].function.name == "get_weather" and "city" in json.loads(call[0].function.arguments), forced
+    weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                                "temp_c": {"type": "integer", "minimum": -50, "maximum": 60}},
+               "required": ["city", "temp_c"], "additionalProperties": False}
+    shaped = client.chat.completions.create(
+        model=model, messages=turns[:2], max_tokens=1500, seed=5,
+        response_format={"type": "json_schema", "json_schema": {"name": "weather", "schema": weather, "strict": True}})
+    value = json.loads(shaped.choices[0].message.content)
+    assert set(value) == {"city", "temp_c"} and -50 <= value["temp_c"] <= 60, value
+    obj = client.chat.completions.create(model=model, messages=turns[:2], max_tokens=1500, seed=6,
+                                         response_format={"type": "json_object"})
+    assert isinstance(json.loads(obj.choices[0].message.content), dict), obj
+
+    class Weather(pydantic.BaseModel):
+        city: str = pydantic.Field(max_length=20)
+        temp_c: int = pydantic.Field(ge=-50, le=60)
+
+    parsed = client.chat.completions.parse(model=model, messages=turns[:2], max_tokens=1500, seed=7,
+                                           response_format=Weather)
+    assert isinstance(parsed.choices[0].message.parsed, Weather), parsed
+
+    for bad in ({"tools": [{"type": "retrieval"}]}, {"tools": tools, "tool_choice": "sometimes"}):
         try:
             client.chat.completions.create(model=model, messages=turns[:2], max_tokens=4, **bad)
             raise AssertionError(f"{bad} accepted")

@@ -27,7 +27,8 @@
 // dependentRequired, dependentSchemas, dependencies, uniqueItems, contains, minContains,
 // maxContains, oneOf (the engine falls back to anyOf for overlapping branches), allOf with more
 // than one schema, multipleOf other than an integer on an integer, a $ref outside the document,
-// a format the engine does not know, and minLength/maxLength together with pattern or format.
+// a format the engine does not know (or, ipv4, does not match exactly: leading zeros), and
+// minLength/maxLength together with pattern or format.
 #pragma once
 
 #include <memory>

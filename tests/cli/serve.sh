@@ -78,8 +78,12 @@ post /v1/chat/completions '{"messages":[]}'
 expect_status "no messages" 400 "'messages' must be a non-empty array"
 post /v1/chat/completions '{"model":"gpt-4o","messages":[{"role":"user","content":"x"}]}'
 expect_status "unknown model" 404 "model_not_found"
-post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}'
-expect_status "json mode" 400 "constrained decoding"
+post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_tokens":600,"seed":4,"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":99}},"required":["n"]}}}}'
+expect_status "json schema" 200
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["choices"][0]["message"]["content"]; v=json.loads(m); assert 0 <= v["n"] <= 99 and list(v) == ["n"], v' "$WORK/body" ||
+  fail "json schema reply: $(cat "$WORK/body")"
+post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"array","uniqueItems":true}}}}'
+expect_status "unsupported schema feature" 400 "'uniqueItems' at response_format.json_schema.schema is not supported"
 post /v1/completions "{\"prompt\":\"$(printf 'word %.0s' $(seq 5000))\"}"
 expect_status "prompt beyond the context" 400 "context_length_exceeded"
 post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"tool_choice":"sometimes"}'

@@ -14,6 +14,7 @@ packages=(
   libcpp-httplib-dev curl     # tessera serve (HTTP) and its tests
   procps                      # pgrep (the --tp serve test signals mpirun itself)
   python3-venv chromium       # the serve tests: the openai client venv, the chat page in headless Chromium
+  clang libclang-rt-14-dev    # scripts/fuzz.sh: the request path under libFuzzer
 )
 
 missing=()

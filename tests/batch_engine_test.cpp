@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "collect_tokens.h"
+
 #include <chrono>
 #include <thread>
 
@@ -18,16 +20,7 @@ namespace {
 
 const std::string kLlama = std::string(TESSERA_SOURCE_DIR) + "/models/tiny-llama";
 
-std::vector<int32_t> Collect(RequestHandle& handle) {
-  std::vector<int32_t> tokens;
-  std::vector<TokenEvent> events;
-  while (!handle.done() || handle.Wait(events, std::chrono::milliseconds(0))) {
-    handle.Wait(events, std::chrono::milliseconds(20));
-    for (const TokenEvent& e : events) tokens.push_back(e.token);
-    events.clear();
-  }
-  return tokens;
-}
+std::vector<int32_t> Collect(RequestHandle& handle) { return CollectTokens(handle); }
 
 struct Case {
   std::string text;

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "collect_tokens.h"
+
 #include "core/error.h"
 #include "server/batch_engine.h"
 
@@ -63,16 +65,7 @@ TEST(StructuredOutput, ResponseFormatFieldErrors) {
             "'response_format.json_schema.strict' must be a boolean");
 }
 
-std::vector<int32_t> Collect(RequestHandle& handle) {
-  std::vector<int32_t> tokens;
-  std::vector<TokenEvent> events;
-  while (!handle.done() || handle.Wait(events, std::chrono::milliseconds(0))) {
-    handle.Wait(events, std::chrono::milliseconds(20));
-    for (const TokenEvent& e : events) tokens.push_back(e.token);
-    events.clear();
-  }
-  return tokens;
-}
+std::vector<int32_t> Collect(RequestHandle& handle) { return CollectTokens(handle); }
 
 // The reply text of `tokens` as the server writes it (content and tool calls).
 struct Reply {

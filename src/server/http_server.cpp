@@ -94,6 +94,7 @@ int ApiServer::Backlog() const {
 
 void ApiServer::Run() { http_->listen_after_bind(); }
 void ApiServer::Stop() { http_->stop(); }
+std::string ApiServer::ProcessBytes(std::string_view raw) { return http_->ProcessBytes(raw); }
 
 void ApiServer::Routes() {
   httplib::Server& http = *http_;

@@ -55,6 +55,9 @@ class ApiServer {
   // Serves until Stop() (from any thread).
   void Run();
   void Stop();
+  // One connection's bytes through the parser and routes, without a socket (the fuzz target and
+  // tests): what the server would have written back.
+  std::string ProcessBytes(std::string_view raw);
 
  private:
   void Routes();

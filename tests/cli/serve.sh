@@ -8,20 +8,6 @@ set -u
 source "$(dirname "$0")/lib/common.bash" "$@"
 command -v curl >/dev/null || { echo "serve: SKIP: curl is not installed (scripts/setup.sh installs it)"; exit 0; }
 
-# start_server NAME ARGS...: runs the server on a free port; sets URL and PID.
-start_server() {
-  local name="$1"
-  shift
-  "$BIN" serve --port 0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  PID=$!
-  for _ in $(seq 300); do
-    grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null && break
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  URL=$(sed -n 's/^listening on //p' "$WORK/$name.out")
-  [ -n "$URL" ] || { fail "$name: server did not start: $(cat "$WORK/$name.err")"; finish serve; }
-}
 # post PATH JSON: status in $WORK/code, body in $WORK/body.
 post() {
   curl -s -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' "$URL$1" -d "$2" >"$WORK/code"

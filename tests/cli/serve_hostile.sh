@@ -10,16 +10,7 @@ set -u
 source "$(dirname "$0")/lib/common.bash" "$@"
 command -v python3 >/dev/null || { echo "serve_hostile: SKIP: python3 is not installed"; exit 0; }
 
-"$BIN" serve --port 0 -m "$SRC/models/tiny-llama" --parallel 2 --queue 16 -c 4096 --timeout 2 \
-  >"$WORK/out" 2>"$WORK/err" &
-PID=$!
-for _ in $(seq 300); do
-  grep -q '^listening on ' "$WORK/out" 2>/dev/null && break
-  kill -0 "$PID" 2>/dev/null || break
-  sleep 0.1
-done
-URL=$(sed -n 's/^listening on //p' "$WORK/out")
-[ -n "$URL" ] || { fail "server did not start: $(cat "$WORK/err")"; finish serve_hostile; }
+start_server hostile -m "$SRC/models/tiny-llama" --parallel 2 --queue 16 -c 4096 --timeout 2
 PORT=${URL##*:}
 
 python3 "$SRC/tools/hostile_http_client.py" 127.0.0.1 "$PORT" 2 || fail "hostile client (above)"
@@ -29,7 +20,7 @@ if command -v ss >/dev/null; then
   backlog=$(ss -ltnH "sport = :$PORT" | awk '{print $3}' | head -1)
   [ "$backlog" = 100 ] || fail "listen backlog $backlog, expected 100"
 fi
-kill -0 "$PID" 2>/dev/null || fail "the server died: $(tail -5 "$WORK/err")"
+kill -0 "$PID" 2>/dev/null || fail "the server died: $(tail -5 "$WORK/hostile.err")"
 kill -TERM "$PID"
-wait "$PID" || fail "server exit $?: $(tail -3 "$WORK/err")"
+wait "$PID" || fail "server exit $?: $(tail -3 "$WORK/hostile.err")"
 finish serve_hostile

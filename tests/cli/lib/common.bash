@@ -41,3 +41,18 @@ finish() {
   fi
   echo "$1: all checks passed"
 }
+
+# start_server NAME ARGS...: runs the server on a free port; sets URL and PID.
+start_server() {
+  local name="$1"
+  shift
+  "$BIN" serve --port 0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  PID=$!
+  for _ in $(seq 300); do
+    grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null && break
+    kill -0 "$PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  URL=$(sed -n 's/^listening on //p' "$WORK/$name.out")
+  [ -n "$URL" ] || { fail "$name: server did not start: $(cat "$WORK/$name.err")"; finish "$(basename "$0" .sh)"; }
+}

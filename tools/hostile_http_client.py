@@ -184,6 +184,12 @@ def main():
     if status_of(out) != 200 or b"data: [DONE]" not in out:
         fail("half-closed client, streaming: %r" % out[:300])
 
+    # A path that is not UTF-8 (found by the fuzz target: the 404 message once threw while being
+    # written and took the server down).
+    out, _, _ = exchange(b"POST /v1/chat/completi\x87ns HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}")
+    if status_of(out) != 404:
+        fail("a path that is not UTF-8: %r" % out[:300])
+
     streamer.join(timeout=300)
     if not stream.get("done"):
         fail("the long stream did not reach its end while the hostile requests ran: %r" % stream)

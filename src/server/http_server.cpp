@@ -37,7 +37,7 @@ namespace {
 
 void SendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
-  res.set_content(e.Body().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  res.set_content(DumpJson(e.Body()), "application/json");
   if (e.status() == 429) res.set_header("Retry-After", "1");
 }
 
@@ -151,7 +151,7 @@ void ApiServer::Routes() {
     if (res.status == 400 && connection && connection->read_timed_out) res.status = 408;
     std::string message = StrCat("HTTP ", res.status);
     if (res.status == 408) message = "the request was not received in time (its body is shorter than its Content-Length?)";
-    if (res.status == 404) message = StrCat("no route ", req.method, " ", req.path);
+    if (res.status == 404) message = StrCat("no route ", req.method, " ", Quote(req.path));
     if (res.status == 413) {
       // httplib caps form-encoded bodies (curl -d without a Content-Type) at 8 KiB.
       message = req.get_header_value("Content-Type") == "application/x-www-form-urlencoded"
@@ -159,7 +159,7 @@ void ApiServer::Routes() {
                     : "the request body is larger than the server accepts (--max-body)";
     }
     if (res.status == 405) message = StrCat("method ", req.method, " is not allowed on ", req.path);
-    res.set_content(ApiError(res.status, message).Body().dump(), "application/json");
+    res.set_content(DumpJson(ApiError(res.status, message).Body()), "application/json");
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string message = "internal error";
@@ -173,7 +173,7 @@ void ApiServer::Routes() {
   });
 
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(json{{"status", "ok"}}.dump(), "application/json");
+    res.set_content(DumpJson(json{{"status", "ok"}}), "application/json");
     metrics_->Count("/health", 200);
   });
   auto model_object = [this] {
@@ -184,7 +184,7 @@ void ApiServer::Routes() {
                 {"max_model_len", engine_.context()}};
   };
   auto models = [this, model_object](const httplib::Request& req, httplib::Response& res) {
-    res.set_content(json{{"object", "list"}, {"data", json::array({model_object()})}}.dump(), "application/json");
+    res.set_content(DumpJson(json{{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
     metrics_->Count(req.path, 200);
   };
   http.Get("/v1/models", models);
@@ -198,7 +198,7 @@ void ApiServer::Routes() {
       metrics_->Count("/v1/models/{id}", 404);
       return;
     }
-    res.set_content(model_object().dump(), "application/json");
+    res.set_content(DumpJson(model_object()), "application/json");
     metrics_->Count("/v1/models/{id}", 200);
   });
   // The rest of the OpenAI API: a clear refusal instead of "no route".

@@ -45,6 +45,10 @@ namespace tessera {
 
 using ApiJson = nlohmann::ordered_json;
 
+// JSON text of a reply; bytes that are not UTF-8 (a path, a model name, a token fragment in a
+// header) become U+FFFD instead of an exception in the middle of writing a reply.
+inline std::string DumpJson(const ApiJson& value) { return value.dump(-1, ' ', false, ApiJson::error_handler_t::replace); }
+
 // An error answered with the OpenAI error object {"error": {message, type, param, code}}.
 class ApiError : public std::runtime_error {
  public:

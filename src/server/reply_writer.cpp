@@ -13,7 +13,7 @@ using json = ApiJson;
 constexpr auto kPoll = std::chrono::milliseconds(50);  // how often a waiting reply checks its client
 constexpr auto kProbeEvery = std::chrono::seconds(1);  // a half-closed client: bytes it ignores
 
-std::string SseEvent(const json& data) { return "data: " + data.dump() + "\n\n"; }
+std::string SseEvent(const json& data) { return "data: " + DumpJson(data) + "\n\n"; }
 
 const char* FinishName(FinishReason reason, bool stopped_by_string, bool calls) {
   if (reason == FinishReason::kLength && !stopped_by_string) return "length";
@@ -148,7 +148,7 @@ bool ReplyWriter::Run(httplib::DataSink& sink) {
                                         ? StrCat("generation failed: ", c.handle->error())
                                         : std::string("the request was cancelled (the server is shutting down)");
         const json err = ApiError(500, message).Body();
-        Write(request_.stream ? SseEvent(err) + "data: [DONE]\n\n" : err.dump());
+        Write(request_.stream ? SseEvent(err) + "data: [DONE]\n\n" : DumpJson(err));
         sink.done();
         return true;
       }
@@ -209,7 +209,7 @@ bool ReplyWriter::Run(httplib::DataSink& sink) {
     }
     out["choices"] = list;
     out["usage"] = Usage();
-    if (!Write(out.dump())) return false;
+    if (!Write(DumpJson(out))) return false;
   }
   sink.done();
   return true;

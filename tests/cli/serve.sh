@@ -112,7 +112,7 @@ head -c $((17 << 20)) /dev/zero >"$WORK/big"
 curl -s -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' "$URL/v1/completions" --data-binary @"$WORK/big" >"$WORK/code"
 expect_status "oversize body" 413 "larger than the server accepts"
 curl -s -o "$WORK/body" -w '%{http_code}' "$URL/v1/nope" >"$WORK/code"
-expect_status "unknown route" 404 "no route GET /v1/nope"
+expect_status "unknown route" 404 "no route GET '/v1/nope'"
 
 # 16 concurrent requests on 4 slots: all answered, all batched, nothing left running.
 pids=()

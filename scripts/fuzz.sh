@@ -33,5 +33,5 @@ mkdir -p build-fuzz/corpus
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 # -rss_limit_mb: the model and engine are loaded once; the limit catches a runaway allocation.
-"$bin" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
+"$bin" -seed=27 -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
   -artifact_prefix=build-fuzz/ build-fuzz/corpus tests/fuzz/corpus 2>&1 | tail -n 25

@@ -1,6 +1,8 @@
 #include "engine/grammar.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "core/error.h"
@@ -32,9 +34,11 @@ std::string EngineReason(const std::exception& e) {
 // UTF-8 text holds, so no string, literal or free-text region of a grammar can produce one
 // (only a structural tag's {"type": "token"} can, by id); ids without a token are empty
 // (always masked).
-std::vector<std::string> GrammarTokens(const Tokenizer& tokenizer) {
-  std::vector<std::string> tokens(static_cast<size_t>(tokenizer.vocab_size()));
-  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+// Ids at or past `model_vocab` have no logit and are left out.
+std::vector<std::string> GrammarTokens(const Tokenizer& tokenizer, int64_t model_vocab) {
+  const int32_t count = static_cast<int32_t>(std::min<int64_t>(tokenizer.vocab_size(), model_vocab));
+  std::vector<std::string> tokens(static_cast<size_t>(count));
+  for (int32_t id = 0; id < count; ++id) {
     if (!tokenizer.Contains(id)) continue;
     tokens[static_cast<size_t>(id)] =
         tokenizer.IsSpecial(id) ? "\xff" + std::string(tokenizer.TokenBytes(id)) : std::string(tokenizer.TokenBytes(id));
@@ -54,15 +58,21 @@ class CompiledConstraint {
 
 struct GrammarVocabulary::Impl {
   Impl(const Tokenizer& tokenizer, int64_t model_vocab)
-      : info(GrammarTokens(tokenizer), xgrammar::VocabType::RAW, static_cast<int>(model_vocab), std::vector<int32_t>{},
+      : info(GrammarTokens(tokenizer, model_vocab), xgrammar::VocabType::RAW, static_cast<int>(model_vocab), std::vector<int32_t>{},
              false),
         compiler(info, /*max_threads=*/1, /*cache_enabled=*/true, /*max_memory_bytes=*/int64_t{256} << 20) {}
   xgrammar::TokenizerInfo info;
   mutable xgrammar::GrammarCompiler compiler;
 };
 
-GrammarVocabulary::GrammarVocabulary(const Tokenizer& tokenizer, int64_t model_vocab)
-    : impl_(std::make_unique<Impl>(tokenizer, model_vocab)), model_vocab_(model_vocab) {}
+GrammarVocabulary::GrammarVocabulary(const Tokenizer& tokenizer, int64_t model_vocab) : model_vocab_(model_vocab) {
+  if (model_vocab <= 0 || model_vocab > INT32_MAX) Fail("grammar: vocabulary size ", model_vocab, " is out of range");
+  try {
+    impl_ = std::make_unique<Impl>(tokenizer, model_vocab);
+  } catch (const std::exception& e) {
+    Fail("grammar: cannot index the vocabulary: ", EngineReason(e));
+  }
+}
 GrammarVocabulary::~GrammarVocabulary() = default;
 bool GrammarVocabulary::Available() { return true; }
 

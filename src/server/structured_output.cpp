@@ -157,7 +157,12 @@ std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat&
       if (tool.parameters) CheckSchemaSupported(*tool.parameters, StrCat("tools[", tool.name, "].function.parameters"));
     }
   }
-  const GrammarVocabulary* vocabulary = format.grammar_vocabulary();
+  const GrammarVocabulary* vocabulary = nullptr;
+  try {
+    vocabulary = format.grammar_vocabulary();
+  } catch (const Error& e) {
+    throw ApiError(500, e.what());
+  }
   if (!vocabulary) {
     throw ApiError(400, "structured outputs are not available: this build of tessera has no grammar engine "
                         "(scripts/setup_xgrammar.sh)", forced ? "tool_choice" : "response_format");

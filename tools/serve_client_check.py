@@ -68,8 +68,7 @@ def main():
     several = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hello"}],
                                              max_tokens=4, n=3, seed=5)
     assert [c.index for c in several.choices] == [0, 1, 2], several
-    assert several.usage.completion_tokens == sum(4 for _ in several.choices if _.finish_reason == "length") + \
-        sum(0 for _ in several.choices if _.finish_reason != "length") or several.usage.completion_tokens <= 12, several
+    assert several.usage.completion_tokens <= 3 * 4, several
     biased = client.completions.create(model=model, prompt="def f(x):", max_tokens=3, temperature=0,
                                        logit_bias={"42": 100}, logprobs=0)
     assert len(set(biased.choices[0].logprobs.tokens)) == 1, biased

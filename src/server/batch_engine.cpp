@@ -71,6 +71,7 @@ struct BatchEngine::Sequence {
   std::unique_ptr<SpecController> spec;    // the draft length per step
   std::vector<int32_t> feed;               // a decode step's input: the last token, then drafts
   std::unique_ptr<GrammarState> grammar;   // structured outputs: where the reply is in its grammar
+  std::vector<float> shaped;               // a logits row plus logit_bias and the grammar's mask
   Sequence(std::shared_ptr<RequestHandle> h, EngineRequest r)
       : handle(std::move(h)), request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {
     if (request.grammar) grammar = std::make_unique<GrammarState>(request.grammar);
@@ -391,7 +392,6 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
       const std::span<const int32_t> step_drafts =
           i < decoders ? std::span<const int32_t>(seq.feed).subspan(1) : std::span<const int32_t>();
       TokenEvent pending;
-      std::vector<float> biased;  // logits plus the request's logit_bias
       auto target = [&](int64_t row) {
         const std::span<const float> logits =
             std::span<const float>(seq.logits).subspan(static_cast<size_t>(row * vocab), static_cast<size_t>(vocab));
@@ -399,10 +399,10 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
         if (seq.request.logit_bias.empty() && !seq.grammar) {
           pending.token = seq.sampler.Sample(logits);
         } else {
-          biased.assign(logits.begin(), logits.end());
-          for (const auto& [id, bias] : seq.request.logit_bias) biased[static_cast<size_t>(id)] += bias;
-          if (seq.grammar) seq.grammar->Mask(biased);
-          pending.token = seq.sampler.Sample(biased);
+          seq.shaped.assign(logits.begin(), logits.end());
+          for (const auto& [id, bias] : seq.request.logit_bias) seq.shaped[static_cast<size_t>(id)] += bias;
+          if (seq.grammar) seq.grammar->Mask(seq.shaped);
+          pending.token = seq.sampler.Sample(seq.shaped);
         }
         if (seq.request.top_logprobs >= 0) Logprobs(logits, pending.token, seq.request.top_logprobs, pending);
         return pending.token;

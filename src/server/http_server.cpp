@@ -87,7 +87,6 @@ int ApiServer::Bind() {
 // each to the pool, but it must not overflow before that: every slot and every queued request
 // may arrive at once, plus the control routes.
 int ApiServer::Backlog() const {
-  if (options_.backlog > 0) return options_.backlog;
   const int64_t wanted = 2 * (engine_.options().slots + engine_.options().max_waiting) + 64;
   return static_cast<int>(std::min<int64_t>(wanted, 4096));
 }

@@ -42,7 +42,6 @@ struct ServerOptions {
   size_t max_body_bytes = 16u << 20;
   int timeout_seconds = 60;     // reading a request, writing one piece of a reply
   std::string cors_origin;      // empty: no CORS headers; "*" or one origin: answered to browsers
-  int backlog = 0;              // the listen queue; 0: sized from the engine's slots and queue
   SamplingParams defaults;      // used where a request gives no value
 };
 

@@ -75,10 +75,9 @@ void CheckSchemaAt(const json& schema, const std::string& where) {
 json Const(std::string text) { return {{"type", "const_string"}, {"value", std::move(text)}}; }
 json Token(int32_t id) { return {{"type", "token"}, {"token", id}}; }
 json Sequence(json elements) { return {{"type", "sequence"}, {"elements", std::move(elements)}}; }
-std::string Dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::strict); }
 // Compact JSON (GrammarVocabulary::JsonSchemaEbnf) rather than the tag's own json_schema format.
 json Schema(const json& schema) {
-  return {{"type", "grammar"}, {"grammar", GrammarVocabulary::JsonSchemaEbnf(Dump(schema))}};
+  return {{"type", "grammar"}, {"grammar", GrammarVocabulary::JsonSchemaEbnf(DumpJson(schema))}};
 }
 // Reasoning before a constrained answer: free text, at most kReasoningTokens tokens, so that a
 // model that would reason forever still reaches the answer.
@@ -169,7 +168,7 @@ std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat&
   }
   const std::string param = forced ? "tool_choice" : "response_format";
   try {
-    if (!chat) return vocabulary->JsonSchema(Dump(response.schema), format.text_stop_tokens());
+    if (!chat) return vocabulary->JsonSchema(DumpJson(response.schema), format.text_stop_tokens());
     const bool think = format.thinks() && chat->enable_thinking;
     // The part of the reply after any reasoning: the answer, or the call in the family's form.
     json body = json::array();
@@ -190,7 +189,7 @@ std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat&
                 calls.size() == 1 ? calls[0] : json{{"type", "or"}, {"elements", calls}}};
         ends = {t.call};
       }
-      return vocabulary->StructuralTag(Dump(HarmonyReplyTag(t, std::move(body))), ends);
+      return vocabulary->StructuralTag(DumpJson(HarmonyReplyTag(t, std::move(body))), ends);
     }
     if (!forced) {
       body.push_back(Schema(response.schema));
@@ -220,7 +219,7 @@ std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat&
       elements.push_back(Const("\n\n"));
     }
     for (json& e : body) elements.push_back(std::move(e));
-    return vocabulary->StructuralTag(Dump(Sequence(std::move(elements))), ends);
+    return vocabulary->StructuralTag(DumpJson(Sequence(std::move(elements))), ends);
   } catch (const Error& e) {
     throw ApiError(400, e.what(), param);
   }

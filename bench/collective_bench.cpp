@@ -1,4 +1,4 @@
-// Collective matmuls over MPI (dist/collective_matmul.h): the fused kernels against their parts
+// Collective matmuls over MPI (parallel/collective_matmul.h): the fused kernels against their parts
 // and against the unfused forms, run under mpirun (a plain main: every rank must run the same
 // number of iterations, which Google Benchmark's adaptive loop does not guarantee).
 //
@@ -35,8 +35,8 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "dist/collective_matmul.h"
-#include "dist/communicator.h"
+#include "parallel/collective_matmul.h"
+#include "parallel/communicator.h"
 #include "model/linear.h"
 
 namespace tessera {

@@ -31,7 +31,7 @@
 #       starting at once crashed about one launch in three in hwloc_shmem_topology_write).
 #       Give --host or -n as usual:
 #         scripts/netns_hosts.sh mpirun --host tessera-h0,tessera-h1 -n 2 ./program
-#       Example session (also: tests/cli/dist_netns.sh, docs/ARCHITECTURE.md "Multi-host runs"):
+#       Example session (also: tests/cli/parallel_netns.sh, docs/ARCHITECTURE.md "Multi-host runs"):
 #         scripts/netns_hosts.sh up 2 10gbit
 #         scripts/netns_hosts.sh mpirun --host tessera-h0,tessera-h1 -n 2 build/collective_bench
 #         scripts/netns_hosts.sh down

@@ -9,7 +9,7 @@ packages=(
   libpcre2-dev libzstd-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev
   libicu-dev                  # tokenizer NFC normalizer (Qwen) and Unicode properties
   zstd
-  openmpi-bin libopenmpi-dev  # dist/: tensor parallelism over MPI (mpirun in the tests)
+  openmpi-bin libopenmpi-dev  # parallel/: tensor parallelism over MPI (mpirun in the tests)
   iproute2                    # network namespaces for the multi-host MPI tests and benchmarks
   libcpp-httplib-dev curl     # tessera serve (HTTP) and its tests
   procps                      # pgrep (the --tp serve test signals mpirun itself)

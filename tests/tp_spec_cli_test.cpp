@@ -1,7 +1,7 @@
 // `mpirun -np 2 tessera generate ... --tp 2 --spec ngram` (issue 13 point 1): the job emits exactly
 // what one process emits, with drafts accepted, on a prompt the model copies (the synthetic tiny
 // gpt-oss with the real tokenizer, made to copy: tests/copying_model.h). The deterministic
-// check that ranks follow rank 0's choice of k is tests/dist/tp_model_test.cpp
+// check that ranks follow rank 0's choice of k is tests/parallel/tp_model_test.cpp
 // SpeculationFollowsRankZero; this one runs the command a user runs.
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "dist/communicator.h"
-#include "dist/tp_group.h"
+#include "parallel/communicator.h"
+#include "parallel/tp_group.h"
 
 namespace tessera::cli {
 

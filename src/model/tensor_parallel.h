@@ -1,5 +1,5 @@
 // What the tensor-parallel forward pass needs from its group of ranks. The model layer only
-// states the contract; dist/ implements it over MPI (dist/tp_group.h), so the layers keep
+// states the contract; parallel/ implements it over MPI (parallel/tp_group.h), so the layers keep
 // depending downward only.
 //
 // Sharding of gpt-oss over P ranks (rank r), chosen in Model::Load:

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #include "model/tensor_parallel.h"
 
 namespace tessera {

@@ -3,7 +3,7 @@
 # sampled, P = 2 and 4, exact and fast precision, tensor- and expert-parallel experts; and chat)
 # on a synthetic tiny gpt-oss (4 heads, 2 kv heads, 8 experts, the real tokenizer), and the TP
 # errors are clear (issue 7: TP execution of gpt-oss; the logits-level comparison on the golden
-# models is tests/dist/tp_model_test.cpp).
+# models is tests/parallel/tp_model_test.cpp).
 set -u
 source "$(dirname "$0")/lib/common.bash" "$@"
 

@@ -1,11 +1,11 @@
-// model/tensor_parallel.h's TensorParallelGroup over an MPI communicator (dist/communicator.h),
-// with the fused collective matmuls of dist/collective_matmul.h.
+// model/tensor_parallel.h's TensorParallelGroup over an MPI communicator (parallel/communicator.h),
+// with the fused collective matmuls of parallel/collective_matmul.h.
 #pragma once
 
 #include <memory>
 
-#include "dist/collective_matmul.h"
-#include "dist/communicator.h"
+#include "parallel/collective_matmul.h"
+#include "parallel/communicator.h"
 #include "model/tensor_parallel.h"
 
 namespace tessera {

@@ -1,4 +1,4 @@
-// Helpers for the multi-process tests (tests/dist/, run under mpiexec with 1, 2 and 4 ranks).
+// Helpers for the multi-process tests (tests/parallel/, run under mpiexec with 1, 2 and 4 ranks).
 //
 // Every test runs on every rank in the same order. Tests throw only errors that every rank throws
 // (the kernels' validation is symmetric by design), so all ranks reach TearDown together; there
@@ -9,15 +9,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
-namespace tessera::dist_test {
+namespace tessera::parallel_test {
 
-class DistTest : public ::testing::Test {
+class ParallelTest : public ::testing::Test {
  protected:
   void TearDown() override {
     const Communicator& world = World();
@@ -41,6 +42,11 @@ inline uint64_t SharedSeed() {
 }
 
 // True when the message is one line (the error policy of core/error.h).
+// Bit-for-bit equality of two buffers (empty ones included, where memcmp may not see null).
+inline bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
 inline bool OneLine(const std::string& message) { return message.find('\n') == std::string::npos; }
 
-}  // namespace tessera::dist_test
+}  // namespace tessera::parallel_test

@@ -1,6 +1,6 @@
-// dist/communicator.h on 1, 2 and 4 ranks (and on the MPI-less one-rank world when the binary is
-// started without mpirun: tests/cli/dist_local.sh).
-#include "dist/communicator.h"
+// parallel/communicator.h on 1, 2 and 4 ranks (and on the MPI-less one-rank world when the binary is
+// started without mpirun: tests/cli/parallel_local.sh).
+#include "parallel/communicator.h"
 
 #include <gtest/gtest.h>
 
@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/dist_test_util.h"
+#include "parallel/parallel_test_util.h"
 
 namespace tessera {
 namespace {
 
-using dist_test::DistTest;
-using dist_test::OneLine;
+using parallel_test::ParallelTest;
+using parallel_test::OneLine;
 
-using CommunicatorTest = DistTest;
+using CommunicatorTest = ParallelTest;
 
 TEST_F(CommunicatorTest, WorldMatchesTheLauncher) {
   const Communicator& world = World();

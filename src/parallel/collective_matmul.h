@@ -53,7 +53,7 @@
 #include <functional>
 #include <string_view>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #include "model/linear.h"
 
 namespace tessera {

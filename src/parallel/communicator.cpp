@@ -1,4 +1,4 @@
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
 #include <algorithm>
 #include <climits>
@@ -10,7 +10,7 @@
 #include "core/error.h"
 
 namespace tessera {
-namespace dist_internal {
+namespace parallel_internal {
 
 // A self-message of a one-rank world without MPI: posted, then matched by the first opposite
 // operation with the same tag (MPI's order rule), which copies the bytes and completes both.
@@ -41,10 +41,10 @@ struct CommState {
   }
 };
 
-}  // namespace dist_internal
+}  // namespace parallel_internal
 
-using dist_internal::CommState;
-using dist_internal::LocalMessage;
+using parallel_internal::CommState;
+using parallel_internal::LocalMessage;
 
 namespace {
 

@@ -28,10 +28,10 @@
 
 namespace tessera {
 
-namespace dist_internal {
+namespace parallel_internal {
 struct CommState;
 struct LocalMessage;
-}  // namespace dist_internal
+}  // namespace parallel_internal
 
 // A pending Isend/Irecv. Default-constructed and completed requests are inactive. Destroying an
 // active request waits for it (MPI still owns the buffer until then).
@@ -55,7 +55,7 @@ class CommRequest {
   friend class Communicator;
   void Release();  // waits for an active MPI request, cancels an unmatched self-message
   MPI_Request mpi_ = MPI_REQUEST_NULL;
-  std::shared_ptr<dist_internal::LocalMessage> local_;
+  std::shared_ptr<parallel_internal::LocalMessage> local_;
 };
 
 class Communicator {
@@ -71,7 +71,7 @@ class Communicator {
 
   // The MPI communicator for direct MPI use; MPI_COMM_NULL when !uses_mpi().
   MPI_Comm handle() const;
-  // A duplicate of handle() reserved for tessera's own point-to-point protocols (dist/
+  // A duplicate of handle() reserved for tessera's own point-to-point protocols (parallel/
   // collective_matmul.h), so their tags never match the caller's messages.
   MPI_Comm kernel_handle() const;
 
@@ -105,10 +105,10 @@ class Communicator {
 
  private:
   friend const Communicator& World();
-  explicit Communicator(std::shared_ptr<dist_internal::CommState> state);
+  explicit Communicator(std::shared_ptr<parallel_internal::CommState> state);
   void CheckPeer(const char* op, int peer) const;
 
-  std::shared_ptr<dist_internal::CommState> state_;
+  std::shared_ptr<parallel_internal::CommState> state_;
   int rank_ = 0;
   int size_ = 1;
 };

@@ -2,7 +2,7 @@
 // process started without mpirun, which never initialises MPI).
 //
 // Rank 0 prints GoogleTest's usual report; the other ranks print only their failed assertions,
-// prefixed with the rank. Each test's TearDown (dist_test_util.h) makes a failure on any rank a
+// prefixed with the rank. Each test's TearDown (parallel_test_util.h) makes a failure on any rank a
 // failure on all, and the exit status is agreed by an all-reduce at the end, so a failure anywhere
 // gives a non-zero exit on every rank and mpiexec's status reflects it.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
 namespace {
 
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     world.AllReduceMax(&failed, 1);
     return failed != 0 ? 1 : 0;
   } catch (const tessera::Error& e) {
-    std::fprintf(stderr, "tessera_dist_tests: error: %s\n", e.what());
+    std::fprintf(stderr, "tessera_parallel_tests: error: %s\n", e.what());
     return 2;
   }
 }

@@ -1,4 +1,4 @@
-// Tensor-parallel gpt-oss (model/tensor_parallel.h, dist/tp_group.h) against the same model in one
+// Tensor-parallel gpt-oss (model/tensor_parallel.h, parallel/tp_group.h) against the same model in one
 // process, on the golden checkpoints, with the job's world as the TP group (1, 2 or 4 ranks).
 // Issue acceptance: logits within 1e-4 relative of the single-process ones and the same greedy
 // tokens, for sequence-parallel prefill (T divisible by P: fused AllGather+MatMul and
@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "dist/tp_group.h"
-#include "dist_test_util.h"
+#include "parallel/tp_group.h"
+#include "parallel_test_util.h"
 #include "test_util.h"
 #include "model/model.h"
 #include "model/sparsify.h"
@@ -28,7 +28,7 @@
 namespace tessera {
 namespace {
 
-using dist_test::DistTest;
+using parallel_test::ParallelTest;
 
 const std::string kGoldenDir = std::string(TESSERA_TEST_DATA) + "/gpt_oss_golden/";
 
@@ -54,7 +54,7 @@ int32_t Argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-class TpModelTest : public DistTest {};
+class TpModelTest : public ParallelTest {};
 
 TEST_F(TpModelTest, LogitsAndGreedyTokensMatchOneProcess) {
   const int P = World().size();
@@ -168,7 +168,7 @@ TEST_F(TpModelTest, Int4CheckpointsMatchOneProcess) {
         tp = Model::Load(dir + name, ModelOptions{precision, DenseWeights::kBf16, MakeTensorParallelGroup(P)});
       } catch (const Error& e) {
         const std::string what = e.what();
-        EXPECT_TRUE(dist_test::OneLine(what)) << what;
+        EXPECT_TRUE(parallel_test::OneLine(what)) << what;
         EXPECT_NE(what.find("split its quantization groups of"), std::string::npos) << what;
         continue;
       }
@@ -222,7 +222,7 @@ TEST_F(TpModelTest, DegreesThatDoNotDivideAreOneLineErrors) {
       ADD_FAILURE() << name << ": expected an error for --tp " << P;
     } catch (const Error& e) {
       const std::string what = e.what();
-      EXPECT_TRUE(dist_test::OneLine(what)) << what;
+      EXPECT_TRUE(parallel_test::OneLine(what)) << what;
       EXPECT_NE(what.find("tensor parallel degree " + std::to_string(P)), std::string::npos) << what;
     }
   }

@@ -1,4 +1,4 @@
-#include "dist/collective_matmul.h"
+#include "parallel/collective_matmul.h"
 
 #include <algorithm>
 #include <chrono>

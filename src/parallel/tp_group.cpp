@@ -1,4 +1,4 @@
-#include "dist/tp_group.h"
+#include "parallel/tp_group.h"
 
 #include <cstring>
 #include <vector>

@@ -208,6 +208,61 @@ TEST(BatchEngine, ReusesASlotsCachedPrefixAndShutsDownCleanly) {
   EXPECT_EQ(engine.Submit(r), nullptr);
 }
 
+// n > 1 choices (one prompt, seeds s, s+1, ...): the first prefills the prompt, the others wait
+// for it and copy its rows (KvCache::CopyPrefixFrom), running only their last prompt token;
+// each reply is still the one it gets alone. A later request with the same prefix copies it from
+// a running sequence too.
+TEST(BatchEngine, ChoicesShareThePromptsCache) {
+  const auto model = Model::Load(kLlama);
+  const Tokenizer tokenizer = Tokenizer::FromModelDir(kLlama);
+  BatchEngineOptions options;
+  options.slots = 4;
+  options.context = 256;
+  options.token_budget = 9;  // the prompt takes several steps
+  BatchEngine engine(*model, options);
+  EngineRequest r;
+  r.prompt = tokenizer.EncodeWithTemplate("The little dog ran to the park and saw a big red ball under the old tree");
+  const int64_t P = static_cast<int64_t>(r.prompt.size());
+  ASSERT_GT(P, 2 * options.token_budget);
+  r.sampling.temperature = 0.9f;
+  r.max_tokens = 40;
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (uint64_t i = 0; i < 3; ++i) {
+    EngineRequest choice = r;
+    choice.sampling.seed = 40 + i;
+    handles.push_back(engine.Submit(choice));
+    ASSERT_NE(handles.back(), nullptr);
+  }
+  // The follow-up shares the prompt and then goes its own way.
+  EngineRequest other = r;
+  other.prompt.insert(other.prompt.end(), {21, 22, 23});
+  other.sampling.seed = 9;
+  std::vector<TokenEvent> events;
+  while (events.empty()) handles[0]->Wait(events, std::chrono::milliseconds(50));
+  handles.push_back(engine.Submit(other));
+  ASSERT_NE(handles.back(), nullptr);
+  Generator solo(*model, options.context, KvType::kF32);
+  for (size_t i = 0; i < handles.size(); ++i) {
+    SCOPED_TRACE(i);
+    std::vector<int32_t> reply;
+    if (i == 0) {
+      for (const TokenEvent& e : events) reply.push_back(e.token);
+    }
+    const std::vector<int32_t> rest = Collect(*handles[i]);
+    reply.insert(reply.end(), rest.begin(), rest.end());
+    SamplingParams p = r.sampling;
+    p.seed = i < 3 ? 40 + i : 9;
+    Sampler sampler(p);
+    StopCondition stop({}, r.max_tokens);
+    solo.Reset();
+    EXPECT_EQ(reply, solo.Generate(i < 3 ? r.prompt : other.prompt, sampler, stop).tokens);
+    EXPECT_EQ(handles[i]->cached_tokens(), i == 0 ? 0 : i < 3 ? P - 1 : P);
+  }
+  const BatchEngineStats s = engine.stats();
+  EXPECT_EQ(s.cached_prompt_tokens, 2 * (P - 1) + P);
+  EXPECT_EQ(s.prefill_tokens_run, P + 2 + 3);  // the prompt once, each copy's last token, 3 of `other`
+}
+
 TEST(BatchEngine, BadRequestsAreOneLineErrors) {
   const auto model = Model::Load(kLlama);
   BatchEngineOptions options;

@@ -1,4 +1,4 @@
-// The KV cache's resource limits and its transactions (issue 13, points 3 and 4).
+// The KV cache's resource limits, its transactions (issue 13, points 3 and 4) and prefix copies.
 //
 // Limits: a cache allocates as positions are appended, so a large context costs only what the
 // sequence uses; a context beyond max_position_embeddings and an allocation the machine cannot
@@ -107,6 +107,43 @@ TEST_F(KvCacheTransactions, FailedForwardLeavesOnlyIntactPositions) {
     ASSERT_EQ(got.size(), static_cast<size_t>((N - kept) * V));
     EXPECT_EQ(0, std::memcmp(got.data(), &want[kept * V], got.size() * sizeof(float)));
   }
+}
+
+// Prompt sharing (BatchEngine's n > 1 choices): a cache that copies another's prefix, from empty
+// or after computing a few positions itself, continues with the bits of one uninterrupted pass;
+// a prefix the source's rings no longer hold, a longer one than it has, or a different layout
+// is refused with one line and the cache left as it was.
+TEST(KvCacheSharing, CopiedPrefixContinuesBitForBit) {
+  const auto model = Model::Load(kTinyA);  // sliding window 8; rollback 4: rings of 12
+  const int64_t V = model->vocab_size(), N = 60;
+  const std::vector<int32_t> seq = RandomTokens(N, V, 11);
+  const std::span<const int32_t> all(seq);
+  KvCache whole(model->cache_config(), N, KvType::kF32, /*rollback=*/4);
+  std::vector<float> want, got;
+  model->Forward(seq, 0, whole, LogitsMode::kAll, want);
+  KvCache source(model->cache_config(), N, KvType::kF32, 4);
+  model->Forward(all.first(30), 0, source, LogitsMode::kNone, got);
+  for (const int64_t own : {0, 5, 30}) {
+    SCOPED_TRACE(own);
+    KvCache cache(model->cache_config(), N, KvType::kF32, 4);
+    if (own > 0) model->Forward(all.first(own), 0, cache, LogitsMode::kNone, got);
+    cache.CopyPrefixFrom(source, 30);
+    EXPECT_EQ(cache.length(), 30);
+    model->Forward(all.subspan(30), 30, cache, LogitsMode::kAll, got);
+    ASSERT_EQ(got.size(), static_cast<size_t>((N - 30) * V));
+    EXPECT_EQ(0, std::memcmp(got.data(), &want[30 * V], got.size() * sizeof(float)));
+  }
+  KvCache cache(model->cache_config(), N, KvType::kF32, 4);
+  model->Forward(all.first(5), 0, cache, LogitsMode::kNone, got);
+  // A 30-position source keeps positions 18..29 in its rings of 12; copying 18 needs 6..17.
+  EXPECT_NE(ErrorOf([&] { cache.CopyPrefixFrom(source, 18); }).find("no longer stores position"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { cache.CopyPrefixFrom(source, 31); }).find("cannot copy 31 positions"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { cache.CopyPrefixFrom(cache, 5); }).find("itself"), std::string::npos);
+  KvCache bf16(model->cache_config(), N, KvType::kBF16, 4);
+  EXPECT_NE(ErrorOf([&] { bf16.CopyPrefixFrom(source, 10); }).find("different layouts"), std::string::npos);
+  EXPECT_EQ(cache.length(), 5);
+  model->Forward(all.subspan(5), 5, cache, LogitsMode::kAll, got);
+  EXPECT_EQ(0, std::memcmp(got.data(), &want[5 * V], got.size() * sizeof(float)));
 }
 
 // Generator: a prompt whose prefill fails, then the same prompt again, gives what a fresh session

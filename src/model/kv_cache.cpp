@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 #include "core/buffer.h"
@@ -158,6 +159,43 @@ void KvCache::Truncate(int64_t n) {
   }
   length_ = n;
   if (n == 0) max_written_ = -1;  // nothing is kept: the rings start afresh
+}
+
+void KvCache::CopyPrefixFrom(const KvCache& source, int64_t n) {
+  if (&source == this) Fail("KV cache: cannot copy a prefix from the cache itself");
+  if (n < length_ || n > source.length_) {
+    Fail("KV cache: cannot copy ", n, " positions (this cache holds ", length_, ", the source ", source.length_, ")");
+  }
+  if (type_ != source.type_ || context_ != source.context_ || rollback_ != source.rollback_ ||
+      row_elems_ != source.row_elems_ || layers_.size() != source.layers_.size()) {
+    Fail("KV cache: cannot copy a prefix between caches of different layouts");
+  }
+  if (rope_tracker_ || source.rope_tracker_) Fail("KV cache: a length-dependent rope's cache cannot share a prefix");
+  // Per layer the rows to copy: [max(length, n - capacity), n), which must all be stored in the
+  // source (a ring slot holds position q iff q > max_written - capacity).
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = layers_[i];
+    if (l.capacity != source.layers_[i].capacity) Fail("KV cache: cannot copy a prefix between caches of different layouts");
+    const int64_t first = std::max(length_, n - l.capacity);
+    if (first < n && first < source.OldestStored(static_cast<int>(i))) {
+      Fail("KV cache: the source no longer stores position ", first, " of layer ", i);
+    }
+  }
+  if (n == length_) return;
+  Reserve(n);
+  auto& from = const_cast<KvCache&>(source);  // KeyRow is non-const; nothing is written to it
+  const size_t row = RowBytes();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const int layer = static_cast<int>(i);
+    for (int64_t q = std::max(length_, n - layers_[i].capacity); q < n; ++q) {
+      std::memcpy(KeyRow(layer, q), from.KeyRow(layer, q), row);
+      std::memcpy(ValueRow(layer, q), from.ValueRow(layer, q), row);
+    }
+  }
+  // Slots of the copied positions now hold them; any other slot keeps what it held, so the
+  // invariant on max_written_ stays true with the larger of the two.
+  max_written_ = std::max(max_written_, n - 1);
+  length_ = n;
 }
 
 const RopeFrequencies& KvCache::RopeFrequenciesFor(const Rope& rope, int64_t seq_len) {

@@ -59,6 +59,15 @@ class KvCache {
   // longer holds the keys position n - 1 needs (rolling back more than rollback() positions).
   void Truncate(int64_t n);
 
+  // Makes this cache hold positions [0, n) with the rows `source` holds for them (prompt sharing
+  // between sequences: their keys and values depend only on the tokens, so they are the rows
+  // this sequence would compute). Positions below length() are kept; [length(), n) are copied.
+  // Needs length() <= n <= source.length(), the same layout (config, context, type, rollback),
+  // and every copied position the next token sees still stored in source's rings; throws a
+  // one-line tessera::Error, changing nothing, otherwise or when the rows cannot be allocated.
+  // Not for length-dependent ropes (their frequencies depend on the sequence's own history).
+  void CopyPrefixFrom(const KvCache& source, int64_t n);
+
   // Storage access for the attention code. Element size is 2 (BF16) or 4 (F32).
   bool sliding(int layer) const { return layers_[layer].sliding; }
   int64_t capacity(int layer) const { return layers_[layer].capacity; }

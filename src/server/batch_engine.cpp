@@ -99,7 +99,7 @@ void Logprobs(std::span<const float> logits, int32_t chosen, int top, TokenEvent
   for (size_t i = 0; i < n; ++i) event.top.push_back({ids[i], static_cast<float>(logits[ids[i]] - log_sum)});
 }
 
-// Plans (BatchEngine::Follow): {kPlanStop}, or {kPlanStep, ops, (slot, length) x ops, entries,
+// Plans (BatchEngine::Follow): {kPlanStop}, or {kPlanStep, ops, (slot, length, source) x ops, entries,
 // (slot, start, mode, tokens, ids...) x entries}.
 constexpr int64_t kPlanStop = 0, kPlanStep = 1;
 
@@ -134,6 +134,9 @@ BatchEngine::BatchEngine(const Model& model, const BatchEngineOptions& options)
     }
     tp_ = model.options().tp;
   }
+  // Copied rows equal computed ones unless the rope's frequencies depend on the sequence's history.
+  share_prefixes_ = !(model.config().rope_scaling && (model.config().rope_scaling->rope_type == "dynamic" ||
+                                                      model.config().rope_scaling->rope_type == "longrope"));
   stats_.slots = options.slots;
   stats_.kv_capacity = options.slots * options.context;
   stats_.kv_bytes_bound = KvBytesBound();
@@ -223,20 +226,40 @@ void BatchEngine::Finish(Sequence& seq, FinishReason reason, const std::string& 
   seq.handle->cv_.notify_all();
 }
 
-// Called with mutex_ held: waiting requests into free slots, first come first served.
+// Called with mutex_ held: waiting requests into free slots, first come first served. A request
+// whose prompt starts with positions that a running sequence holds in its cache copies them
+// (KvCache::CopyPrefixFrom) instead of running them again; one whose prefix a running sequence
+// is still prefilling (the n choices of one request, or requests with the same long system
+// prompt) waits for it, and the requests behind it may go first meanwhile.
 void BatchEngine::Admit() {
-  while (!waiting_.empty()) {
-    Sequence& seq = *waiting_.front();
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Sequence& seq = **it;
+    const int64_t limit = seq.prompt_size() - 1;  // the last prompt token runs to give logits
     Slot* best = nullptr;
     int64_t best_keep = -1;
     for (const auto& slot : slots_) {
       if (slot->busy) continue;
-      const int64_t keep = CommonPrefix(slot->cached, seq.tokens, seq.prompt_size() - 1);
+      const int64_t keep = CommonPrefix(slot->cached, seq.tokens, limit);
       if (keep > best_keep) best = slot.get(), best_keep = keep;
     }
     if (!best) return;
-    std::unique_ptr<Sequence> owned = std::move(waiting_.front());
-    waiting_.pop_front();
+    Slot* source = nullptr;
+    int64_t shared = best_keep, pending = 0;
+    if (share_prefixes_) {
+      for (const auto& other : running_) {
+        const int64_t held = CommonPrefix(other->slot->cached, seq.tokens, limit);
+        if (held > shared) source = other->slot, shared = held;
+        if (other->computed < other->prompt_size()) {
+          pending = std::max(pending, CommonPrefix(other->request.prompt, seq.tokens, limit));
+        }
+      }
+    }
+    if (pending > shared) {
+      ++it;  // held until that prefill has reached the shared prefix
+      continue;
+    }
+    std::unique_ptr<Sequence> owned = std::move(*it);
+    it = waiting_.erase(it);
     try {
       try {
         Truncate(*best, best_keep);
@@ -245,8 +268,18 @@ void BatchEngine::Admit() {
         Truncate(*best, 0);
       }
       best->cached.resize(static_cast<size_t>(best_keep));
-      const int64_t limit = owned->request.max_tokens;
-      best->cache.Reserve(limit >= 0 ? std::min(options_.context, owned->prompt_size() + limit) : owned->prompt_size());
+      if (source && shared > best_keep) {
+        try {
+          CopyPrefix(*best, *source, shared);
+          best->cached.assign(source->cached.begin(), source->cached.begin() + shared);
+          best_keep = shared;
+        } catch (const Error&) {
+          // The source's rings moved on (or no memory for the rows): run the prefix instead.
+        }
+      }
+      const int64_t max_tokens = owned->request.max_tokens;
+      best->cache.Reserve(max_tokens >= 0 ? std::min(options_.context, owned->prompt_size() + max_tokens)
+                                          : owned->prompt_size());
     } catch (const Error& e) {
       Finish(*owned, FinishReason::kError, e.what());
       continue;
@@ -484,14 +517,19 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   UpdateGauges();
 }
 
-// On the engine thread: a cache truncation, repeated by the followers with the next plan.
+// On the engine thread: cache truncations and prefix copies, repeated by the followers with the
+// next plan.
 void BatchEngine::Truncate(Slot& slot, int64_t length) {
   slot.cache.Truncate(length);
-  if (tp_) cache_ops_.insert(cache_ops_.end(), {slot.index, length});
+  if (tp_) cache_ops_.insert(cache_ops_.end(), {slot.index, length, -1});
+}
+void BatchEngine::CopyPrefix(Slot& slot, const Slot& source, int64_t length) {
+  slot.cache.CopyPrefixFrom(source.cache, length);
+  if (tp_) cache_ops_.insert(cache_ops_.end(), {slot.index, length, source.index});
 }
 
 void BatchEngine::BroadcastPlan(const std::vector<ForwardSequence>& batch, const std::vector<Sequence*>& members) {
-  std::vector<int64_t> plan = {kPlanStep, static_cast<int64_t>(cache_ops_.size() / 2)};
+  std::vector<int64_t> plan = {kPlanStep, static_cast<int64_t>(cache_ops_.size() / 3)};
   plan.insert(plan.end(), cache_ops_.begin(), cache_ops_.end());
   cache_ops_.clear();
   plan.push_back(static_cast<int64_t>(batch.size()));
@@ -528,7 +566,12 @@ void BatchEngine::Follow(const Model& model, const BatchEngineOptions& options) 
     };
     for (int64_t ops = next(); ops > 0; --ops) {
       KvCache& cache = slot_of(next());
-      cache.Truncate(next());
+      const int64_t length = next(), source = next();
+      if (source < 0) {
+        cache.Truncate(length);
+      } else {
+        cache.CopyPrefixFrom(slot_of(source), length);  // rank 0's copy succeeded on the same caches
+      }
     }
     const int64_t entries = next();
     tokens.resize(static_cast<size_t>(entries));

@@ -8,7 +8,8 @@
 //   2. waiting requests are admitted first come first served while a slot is free; a slot keeps
 //      the tokens its cache holds, and a new request takes the free slot sharing the longest
 //      prefix with its prompt (llama-server's prompt cache, §7.3): those positions are not run
-//      again (reported as cached_tokens);
+//      again (reported as cached_tokens); a longer prefix held by a running sequence is copied
+//      from its cache, and a request waits for a running prefill of its prefix (n > 1 choices);
 //   3. the batch: one token for every sequence that is decoding, then prompt chunks of the
 //      sequences still prefilling, oldest first, while the step's token budget lasts;
 //   4. one ForwardBatch; every sequence whose prompt is complete samples its next token with its
@@ -181,8 +182,11 @@ class BatchEngine {
   DecodeByteModel bytes_;  // what a decode step must read (for the roofline stats)
   std::vector<double> spec_cost_;  // c(0..k) of one more row per draft: options or the byte model
   std::shared_ptr<TensorParallelGroup> tp_;  // with --tp > 1: the group the plans go to
-  std::vector<int64_t> cache_ops_;           // (slot, length) truncations for the next plan
+  // For the next plan: (slot, length, -1) truncations and (slot, length, source slot) copies.
+  std::vector<int64_t> cache_ops_;
   void Truncate(Slot& slot, int64_t length);
+  void CopyPrefix(Slot& slot, const Slot& source, int64_t length);
+  bool share_prefixes_ = true;  // false for length-dependent ropes (KvCache::CopyPrefixFrom)
   void BroadcastPlan(const std::vector<ForwardSequence>& batch, const std::vector<Sequence*>& members);
   BatchEngineOptions options_;
   std::vector<std::unique_ptr<Slot>> slots_;

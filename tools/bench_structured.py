@@ -6,8 +6,13 @@ free; reported: completion tokens per second over the wall time of each round, r
 interleaved (free, constrained, free, ...) so that a busy host hurts both alike, and the median
 ratio constrained / free. Standard library only.
 
+--schema list (default): a list of objects; constrained replies end when their JSON is complete,
+often before --max-tokens, so the constrained rounds also run fewer sequences at their end.
+--schema long-string: one string with a minLength no reply reaches, so both sides generate
+exactly --max-tokens per request and the ratio is the per-step cost of the mask alone.
+
 Usage: bench_structured.py BASE_URL [--concurrency 8] [--per-client 2] [--max-tokens 128]
-                           [--rounds 3] [--prompt TEXT]
+                           [--rounds 3] [--prompt TEXT] [--schema list|long-string]
 """
 import argparse
 import json
@@ -22,12 +27,14 @@ SCHEMA = {"type": "object", "properties": {
         "note": {"type": "string", "maxLength": 200}}, "required": ["name", "count", "note"],
         "additionalProperties": False}, "maxItems": 50}},
     "required": ["items"], "additionalProperties": False}
+LONG_STRING = {"type": "object", "properties": {"text": {"type": "string", "minLength": 100000}},
+               "required": ["text"], "additionalProperties": False}
 
 
 def one(base, prompt, max_tokens, seed, constrained):
     body = {"prompt": prompt, "max_tokens": max_tokens, "seed": seed, "temperature": 1.0}
     if constrained:
-        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "list", "schema": SCHEMA}}
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "reply", "schema": SCHEMA}}
     req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=3600) as res:
@@ -59,7 +66,11 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompt", default="inventory = ")
+    ap.add_argument("--schema", choices=["list", "long-string"], default="list")
     a = ap.parse_args()
+    global SCHEMA
+    if a.schema == "long-string":
+        SCHEMA = LONG_STRING
     one(a.base, a.prompt, 4, 1, True)  # compile the schema (cached afterwards), warm the slots
     ratios = []
     for r in range(a.rounds):

@@ -9,6 +9,8 @@
 // as the model counts them, B embedding rows and every sequence's KV rows) over the read bandwidth
 // measured after each repetition.
 //
+// --profile: where a decode token's time goes (cli/bench_profile.h).
+//
 // --spec-cost: the verification cost of speculative decoding instead (engine/speculative.h).
 // After a prefill of -p random tokens, each repetition times, at that position, one decode step
 // (1 token) and one verification of k + 1 tokens for k = 1..8 (logits for every row, as the
@@ -27,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_profile.h"
 #include "cli/commands.h"
 #include "kernels/nm_linear.h"
 #include "kernels/peak.h"
@@ -50,6 +53,7 @@ struct BenchArgs {
   ModelArgs model_args;
   bool spec_cost = false;
   int sequences = 1;
+  bool profile = false;
 };
 
 // llama.cpp's label for the published checkpoints ("gpt-oss 20B MXFP4 MoE"); other shapes get
@@ -264,6 +268,7 @@ void RunBench(const BenchArgs& a) {
          " positions, beyond the model's context of ", max_positions, " (max_position_embeddings)");
   }
   if (a.spec_cost) return RunSpecCost(a, *model);
+  if (a.profile) return RunDecodeProfile(*model, a.gen, a.reps, ParseKvType(a.kv_type), a.json);
   if (a.sequences > 1) return RunBatchedDecode(a, *model);
   const KvType kv = ParseKvType(a.kv_type);
   const int64_t context = std::max(1, std::max(a.prompt, a.gen));
@@ -420,6 +425,9 @@ void RegisterBench(CLI::App& app) {
                   "decode this many sequences together in the tg test (one batched forward per step), instead of the "
                   "pp and tg tests")
       ->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_flag("--profile", args->profile,
+                "profile -n decode tokens instead (-r times): time, bytes and GB/s per kind of operation next to the "
+                "read probe, and the thread pool's busy and idle time per thread");
   cmd->add_flag("--spec-cost", args->spec_cost,
                 "measure the speculative verification cost c(k), k = 1..8, at position -p instead (-n ignored)");
   cmd->callback([args] { RunBench(*args); });

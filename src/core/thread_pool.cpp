@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <utility>
 
@@ -39,10 +40,16 @@ class InsidePool {
 constexpr int kSpinIterations = 2000;
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   TESSERA_CHECK(num_threads >= 1);
+  counters_ = std::make_unique<ThreadCounters[]>(static_cast<size_t>(num_threads));
   workers_.reserve(num_threads - 1);
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
@@ -58,9 +65,13 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::Drain(int thread_index) {
   const auto& fn = *job_;
+  const bool profiling = profiling_.load(std::memory_order_relaxed);
+  const int64_t start = profiling ? NowNs() : 0;
+  int64_t tasks = 0;
   for (;;) {
     const size_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
     if (task >= num_tasks_) break;
+    ++tasks;
     try {
       fn(task, thread_index);
     } catch (...) {
@@ -70,6 +81,38 @@ void ThreadPool::Drain(int thread_index) {
       next_task_.store(num_tasks_, std::memory_order_relaxed);
     }
   }
+  if (profiling) {
+    ThreadCounters& c = counters_[static_cast<size_t>(thread_index)];
+    c.busy_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
+    c.tasks.fetch_add(tasks, std::memory_order_relaxed);
+    if (thread_index != 0) c.wake_ns.fetch_add(start - posted_ns_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+}
+
+void ThreadPool::StartProfile() {
+  for (int i = 0; i < num_threads(); ++i) {
+    ThreadCounters& c = counters_[static_cast<size_t>(i)];
+    c.busy_ns.store(0);
+    c.wake_ns.store(0);
+    c.tasks.store(0);
+  }
+  runs_.store(0);
+  run_ns_.store(0);
+  profiling_.store(true);
+}
+
+void ThreadPool::StopProfile() { profiling_.store(false); }
+
+PoolProfile ThreadPool::Profile() const {
+  PoolProfile p;
+  p.runs = runs_.load();
+  p.run_seconds = static_cast<double>(run_ns_.load()) * 1e-9;
+  for (int i = 0; i < num_threads(); ++i) {
+    const ThreadCounters& c = counters_[static_cast<size_t>(i)];
+    p.threads.push_back({static_cast<double>(c.busy_ns.load()) * 1e-9, static_cast<double>(c.wake_ns.load()) * 1e-9,
+                         c.tasks.load()});
+  }
+  return p;
 }
 
 void ThreadPool::WorkerLoop(int thread_index) {
@@ -107,8 +150,11 @@ void ThreadPool::Run(size_t num_tasks, const std::function<void(size_t, int)>& f
     for (size_t t = 0; t < num_tasks; ++t) fn(t, 0);  // an exception leaves nothing behind
     return;
   }
+  const bool profiling = profiling_.load(std::memory_order_relaxed);
+  const int64_t posted = profiling ? NowNs() : 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    posted_ns_.store(posted, std::memory_order_relaxed);
     job_ = &fn;
     num_tasks_ = num_tasks;
     next_task_.store(0, std::memory_order_relaxed);
@@ -126,6 +172,10 @@ void ThreadPool::Run(size_t num_tasks, const std::function<void(size_t, int)>& f
     job_ = nullptr;
     std::lock_guard<std::mutex> error_lock(error_mutex_);
     error = std::exchange(error_, nullptr);
+  }
+  if (profiling) {
+    runs_.fetch_add(1, std::memory_order_relaxed);
+    run_ns_.fetch_add(NowNs() - posted, std::memory_order_relaxed);
   }
   if (error) std::rethrow_exception(error);
 }

@@ -11,9 +11,12 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/profile.h"
 
 namespace tessera {
 
@@ -41,6 +44,12 @@ class ThreadPool {
   // balance) and calls fn(begin, end) for each.
   void ParallelFor(size_t n, size_t grain, const std::function<void(size_t begin, size_t end)>& fn);
 
+  // Counters for the decode profile (core/profile.h): zeroed and turned on by StartProfile,
+  // read by Profile. Off, they cost one relaxed load per Run and per Drain.
+  void StartProfile();
+  void StopProfile();
+  PoolProfile Profile() const;
+
  private:
   void WorkerLoop(int thread_index);
   // Runs tasks of the current job until none is left; an exception is kept in error_ and stops
@@ -64,6 +73,14 @@ class ThreadPool {
   std::atomic<size_t> next_task_{0};
   std::mutex error_mutex_;
   std::exception_ptr error_;  // the current job's first exception, guarded by error_mutex_
+
+  struct alignas(64) ThreadCounters {  // one cache line per thread
+    std::atomic<int64_t> busy_ns{0}, wake_ns{0}, tasks{0};
+  };
+  std::atomic<bool> profiling_{false};
+  std::unique_ptr<ThreadCounters[]> counters_;  // num_threads() of them
+  std::atomic<int64_t> runs_{0}, run_ns_{0};
+  std::atomic<int64_t> posted_ns_{0};  // steady-clock time the current Run was posted
 };
 
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.

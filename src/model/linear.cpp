@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/profile.h"
 #include "core/thread_pool.h"
 #include "kernels/int4.h"
 #include "kernels/mxfp4.h"
@@ -229,6 +230,7 @@ std::unique_ptr<LinearWeights> LoadLinear(const LinearSource& source, LinearForm
 
 void GatherRows(const LinearSource& source, bool scales, size_t row_bytes, uint8_t* dst) {
   const std::vector<const uint8_t*>& rows = scales ? source.row_scales : source.row_data;
+  if (row_bytes == 0) return;  // an empty tensor-parallel slice (no columns): dst may be null
   GlobalPool().ParallelFor(rows.size(), 256, [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) std::memcpy(dst + r * row_bytes, rows[r], row_bytes);
   });
@@ -257,7 +259,13 @@ void MultiplyGroup(std::span<const LinearOutput> outputs, const float* x, size_t
     for (const LinearOutput& o : outputs) MultiplyGroup(std::span<const LinearOutput>(&o, 1), x, m, xq);
     return;
   }
-  if (q8 && xq.k == 0) QuantizeQ8(x, m, k, k, xq);  // once for every matrix that reads x
+  double bytes = 0.0;
+  for (const LinearOutput& o : outputs) bytes += o.weights->BytesPerMatrix();
+  const ProfileScope scope(ProfileLinearCategory::Current(), LinearFormatName(outputs[0].weights->format()), bytes);
+  if (q8 && xq.k == 0) {
+    const ProfileScope quantize("quantize", "q8");
+    QuantizeQ8(x, m, k, k, xq);  // once for every matrix that reads x
+  }
   TESSERA_CHECK(!q8 || (xq.m == m && xq.k == k));
   const Q8Rows rows = q8 ? xq.rows() : Q8Rows{};
   ParallelColumns(offset.back(), [&](size_t begin, size_t end) {

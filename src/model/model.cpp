@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/fail_point.h"
+#include "core/profile.h"
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -60,6 +62,8 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
     T += n;
   }
   if (T == 0) return;
+  // Everything of the pass that no inner scope claims (copies, residual adds, bookkeeping).
+  const ProfileScope forward_scope("other");
   const int64_t H = c.hidden_size, V = c.vocab_size, P = tp_size_;
   const KernelTable& kt = ActiveKernels();
   TensorParallelGroup* tp = options_.tp.get();
@@ -75,6 +79,7 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
   for (const ForwardSequence& s : batch) ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
   std::vector<float> x(T * H);
   const size_t embed_row = static_cast<size_t>(H) * DTypeSize(embed_dtype_);
+  std::optional<ProfileScope> embed_scope(std::in_place, "embedding", "", static_cast<double>(own * embed_row));
   for (int64_t t = 0; t < own; ++t) {
     const uint8_t* row = embed_ + static_cast<size_t>(ids[row0 + t]) * embed_row;
     if (embed_dtype_ == DType::kBF16) {
@@ -84,12 +89,16 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
     }
   }
   // cos/sin rows [T, 2 * half]: each sequence's rows at its positions, shared by every layer.
+  embed_scope.reset();
   const int64_t cs_width = 2 * rope_.half();
   std::vector<float> rope_cs(T * cs_width);
-  for (const SequenceRows& r : rows_of) {
-    // Dynamic NTK / longrope follow HF's per-call frequency update, tracked per sequence.
-    rope_.CosSin(r.cache->RopeFrequenciesFor(rope_, r.start + r.rows), r.start, r.rows, &rope_cs[r.row0 * cs_width],
-                 cs_width);
+  {
+    const ProfileScope rope_scope("rope");
+    for (const SequenceRows& r : rows_of) {
+      // Dynamic NTK / longrope follow HF's per-call frequency update, tracked per sequence.
+      rope_.CosSin(r.cache->RopeFrequenciesFor(rope_, r.start + r.rows), r.start, r.rows,
+                   &rope_cs[r.row0 * cs_width], cs_width);
+    }
   }
   experts_run_ = 0;
   // The layers write the new positions' rows into the caches as they go (a sliding ring
@@ -121,6 +130,7 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
   for (int64_t i = 0; i < rows; ++i) std::memcpy(&picked[i * H], &x[wanted[i] * H], H * sizeof(float));
   RmsNorm(picked.data(), final_norm_.data(), rows, H, c.rms_norm_eps, h.data());
   Q8Activations hq;
+  const ProfileLinearCategory lm_head_category("lm_head");
   if (nv_ == V) {
     Multiply(*lm_head_, h.data(), static_cast<size_t>(rows), hq, nullptr, out.data());
   } else {
@@ -157,6 +167,7 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
     ffn_in.resize(T * H);
   }
   auto add_rows = [&](const float* d, const float* bias) {
+    const ProfileScope scope("residual");
     for (int64_t t = 0; t < own; ++t) {
       if (bias) {
         for (int64_t i = 0; i < H; ++i) x[t * H + i] += d[t * H + i] + bias[i];

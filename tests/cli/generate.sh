@@ -45,6 +45,14 @@ grep -qE '^tg4 x3: [0-9.]+ ± [0-9.]+ t/s aggregate \(3 sequences\)' "$WORK/out"
 run_ok "bench --sequences --json" "$BIN" bench -m "$golden" -n 4 -r 1 --sequences 2 --json
 grep -q '"roofline_fraction"' "$WORK/out" || fail "bench --sequences --json lacks roofline_fraction"
 run_err "bench --sequences without -n" "needs -n >= 1" "$BIN" bench -m "$golden" -n 0 --sequences 2
+# bench --profile: the operations' table next to the probe, and the pool's per-thread table.
+run_ok "bench --profile" "$BIN" bench -m "$golden" -n 4 -r 1 --profile
+for text in 'read probe' '| attention | ' '| lm_head | ' '| norm | ' '| **all** |' '| thread |' 'parallel runs per token'; do
+  grep -qF -- "$text" "$WORK/out" || fail "bench --profile lacks '$text': $(cat "$WORK/out")"
+done
+run_ok "bench --profile --json" "$BIN" bench -m "$golden" -n 2 -r 1 --profile --json
+grep -q '"idle_in_runs_ms_per_token"' "$WORK/out" || fail "bench --profile --json lacks the pool"
+run_err "bench --profile without -n" "needs -n >= 1" "$BIN" bench -m "$golden" -n 0 --profile
 
 # Bad input.
 run_err "unknown id" "outside the vocabulary" "$BIN" logits -m "$golden" --ids 1,99999

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "core/profile.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "model/layers.h"
@@ -18,6 +19,7 @@ inline void StoreKv(float* p, int64_t i, float v) { p[i] = v; }
 }  // namespace
 
 void RmsNorm(const float* x, const float* w, int64_t m, int64_t n, double eps, float* y) {
+  const ProfileScope scope("norm");
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * n;
     double sum = 0.0;
@@ -49,12 +51,21 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
     RmsNorm(k, w.k_norm.data(), T * Nkv, D, shape.eps, k);
   }
   const int64_t cs_stride = 2 * rope.half();
-  rope.Apply(q, T, Nq, Nq * D, D, rope_cs, cs_stride);
-  rope.Apply(k, T, Nkv, Nkv * D, D, rope_cs, cs_stride);
+  {
+    const ProfileScope scope("rope");
+    rope.Apply(q, T, Nq, Nq * D, D, rope_cs, cs_stride);
+    rope.Apply(k, T, Nkv, Nkv * D, D, rope_cs, cs_stride);
+  }
 
   auto run = [&](auto elem_tag) {
     using Elem = decltype(elem_tag);
     const int64_t row = Nkv * D;
+    // For the profile: the key and value rows every query reads (its window of positions).
+    const int64_t seen = w.sliding ? shape.window.value_or(start + T) : start + T;
+    double kv_bytes = 0.0;
+    for (int64_t t = 0; t < T; ++t) kv_bytes += static_cast<double>(std::min(start + t + 1, seen));
+    const ProfileScope scope("attention", KvTypeName(cache.type()),
+                             kv_bytes * static_cast<double>(2 * row * static_cast<int64_t>(sizeof(Elem))));
     // The batch's keys and values in the cache's element type, so a position reads the same
     // values whether it came from this call or from the cache (batch-size invariance).
     std::vector<Elem> kb(T * row), vb(T * row);

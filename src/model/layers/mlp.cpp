@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
+#include "core/profile.h"
 #include "core/thread_pool.h"
 #include "kernels/moe_ops.h"
 #include "model/layers.h"
@@ -11,6 +13,7 @@
 namespace tessera {
 
 void GatedActivation(const GatedMlpWeights& w, const float* gu, int64_t m, float* act) {
+  const ProfileScope scope("activation");
   const int64_t I = w.intermediate();
   if (w.activation == Activation::kSwigluOai) {
     // swigluoai: gate clamped above only, up clamped to [-limit, limit], (up + 1) (gpt-oss.md §3.5.2).
@@ -58,6 +61,7 @@ namespace {
 
 // Chosen experts and their weights for each token's K slots, by the row's router kind.
 void Route(const MoeWeights& w, const float* logits, int64_t T, int32_t* chosen, float* weight) {
+  const ProfileScope scope("moe routing");
   const int64_t E = w.experts, K = w.top_k;
   std::vector<int32_t> order(E);
   std::vector<float> probs(E);
@@ -115,6 +119,7 @@ void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, 
   // With tensor parallelism only this rank's experts [first, first + NE) run: the other slots get
   // no row (row_of_slot -1) and weight 0 in the combine, which makes them contribute exactly 0,
   // and the ranks' partial sums are added by the caller.
+  std::optional<ProfileScope> dispatch(std::in_place, "moe dispatch");  // sorting and gathering the rows
   const int64_t NE = mlp.gate_up->count(), first = w.first_expert;
   std::vector<int64_t> offsets(NE + 1, 0);
   auto local = [&](int64_t s) { return chosen[s] - first; };  // local expert id, in range or not
@@ -123,7 +128,9 @@ void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, 
   }
   for (int64_t e = 0; e < NE; ++e) offsets[e + 1] += offsets[e];
   const int64_t rows = offsets[NE];
-  for (int64_t e = 0; e < NE; ++e) stats.experts_run += offsets[e + 1] > offsets[e];
+  int64_t experts_used = 0;  // each one's weights are read once
+  for (int64_t e = 0; e < NE; ++e) experts_used += offsets[e + 1] > offsets[e];
+  stats.experts_run += experts_used;
   std::vector<int32_t> row_of_slot(S, -1);  // sorted row of each slot: the combine's gather index
   {
     std::vector<int64_t> next(offsets.begin(), offsets.end() - 1);
@@ -166,6 +173,7 @@ void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, 
   auto grouped = [&](const LinearWeights& weights, const std::vector<float>& bias, const float* x,
                      const Q8Activations& q, float* y) {
     const int64_t n = weights.rows(), k = weights.cols();
+    const ProfileScope scope("moe experts", LinearFormatName(weights.format()), static_cast<double>(experts_used) * weights.BytesPerMatrix());
     const std::vector<ExpertChunk> chunks = ExpertChunks(offsets, static_cast<size_t>(n));
     GlobalPool().Run(chunks.size(), [&](size_t i, int) {
       const ExpertChunk& ch = chunks[i];
@@ -180,6 +188,7 @@ void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, 
     });
   };
 
+  dispatch.reset();
   std::vector<float> ys(rows * H);
   if (I == 0) {
     // An empty intermediate slice (tensor-parallel experts, fewer blocks than ranks): each row is
@@ -195,7 +204,10 @@ void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, 
     std::vector<float> act(rows * I);
     GatedActivation(mlp, gu.data(), rows, act.data());
     Q8Activations actq;
-    if (mlp.down->needs_q8()) QuantizeQ8(act.data(), rows, I, I, actq);
+    if (mlp.down->needs_q8()) {
+      const ProfileScope quantize("quantize", "q8");
+      QuantizeQ8(act.data(), rows, I, I, actq);
+    }
     grouped(*mlp.down, mlp.down_bias, act.data(), actq, ys.data());
   }
 
@@ -210,6 +222,7 @@ void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, 
       }
     }
   }
+  const ProfileScope combine("moe combine");
   GatherReduce(ys.data(), rows, H, row_of_slot.data(), weight.data(), T, K, H, out, H);
 }
 

@@ -1,0 +1,129 @@
+#include "cli/bench_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/bandwidth.h"
+#include "core/error.h"
+#include "core/profile.h"
+#include "core/thread_pool.h"
+
+namespace tessera::cli {
+namespace {
+
+std::string Fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.*f", digits, value);
+  return text;
+}
+
+}  // namespace
+
+void RunDecodeProfile(const Model& model, int tokens, int reps, KvType kv, bool json) {
+  if (tokens < 1) Fail("bench --profile needs -n >= 1 (the decode tokens it profiles)");
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size()) - 1);
+  std::vector<float> logits;
+  // Greedy decode from an empty cache, as bench's tg test runs it.
+  auto decode = [&] {
+    KvCache cache(model.cache_config(), tokens, kv);
+    int32_t next[1] = {token(rng)};
+    for (int i = 0; i < tokens; ++i) {
+      model.Forward(next, i, cache, LogitsMode::kLast, logits);
+      next[0] = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+  };
+  decode();  // untimed: pages the weights in, sizes the buffers
+  StartProfiling();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    for (int r = 0; r < reps; ++r) decode();
+  } catch (...) {
+    StopProfiling();
+    throw;
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  StopProfiling();
+  const std::vector<ProfileEntry> entries = ProfileEntries();
+  const PoolProfile pool = GlobalPool().Profile();
+  const double probe = MeasureReadBandwidth(size_t{1} << 30, GlobalPool().num_threads(), 3);
+  const double per = 1.0 / (static_cast<double>(tokens) * reps);  // totals -> per decode token
+
+  double seconds = 0.0, bytes = 0.0;
+  for (const ProfileEntry& e : entries) {
+    seconds += e.seconds;
+    bytes += e.bytes;
+  }
+  const double kv_size = kv == KvType::kBF16 ? 2.0 : 4.0;
+  double model_bytes = 0.0;  // the byte model bench's roofline uses, for comparison
+  for (int i = 0; i < tokens; ++i) model_bytes += model.DecodeBytes(i, static_cast<size_t>(kv_size));
+  model_bytes /= tokens;
+  auto gbs = [](double b, double s) { return s > 0 ? b / s * 1e-9 : 0.0; };
+
+  if (json) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const ProfileEntry& e : entries) {
+      ops.push_back({{"operation", e.category}, {"detail", e.detail}, {"calls_per_token", e.calls * per},
+                     {"ms_per_token", e.seconds * per * 1e3}, {"bytes_per_token", e.bytes * per},
+                     {"gbs", gbs(e.bytes, e.seconds)}});
+    }
+    nlohmann::json threads = nlohmann::json::array();
+    for (size_t i = 0; i < pool.threads.size(); ++i) {
+      const PoolThreadProfile& t = pool.threads[i];
+      threads.push_back({{"thread", i}, {"busy_ms_per_token", t.busy_seconds * per * 1e3},
+                         {"idle_in_runs_ms_per_token", std::max(0.0, pool.run_seconds - t.busy_seconds) * per * 1e3},
+                         {"wake_us_per_run", i > 0 && pool.runs > 0 ? t.wake_seconds / pool.runs * 1e6 : 0.0},
+                         {"tasks_per_token", t.tasks * per}});
+    }
+    const nlohmann::json out = {{"tokens", tokens}, {"repetitions", reps}, {"threads", GlobalPool().num_threads()},
+                                {"read_bandwidth_gbs", probe * 1e-9}, {"ms_per_token", wall * per * 1e3},
+                                {"profiled_ms_per_token", seconds * per * 1e3}, {"bytes_per_token", bytes * per},
+                                {"byte_model_bytes_per_token", model_bytes}, {"operations", ops},
+                                {"pool", {{"runs_per_token", pool.runs * per},
+                                          {"run_ms_per_token", pool.run_seconds * per * 1e3},
+                                          {"threads", threads}}}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("decode profile: %d tokens from position 0, %d repetitions, %d threads; read probe %.2f GB/s "
+              "(measured after)\n\n",
+              tokens, reps, GlobalPool().num_threads(), probe * 1e-9);
+  std::printf("| operation | detail | calls/token | ms/token | share | MB/token | GB/s | of probe |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
+  std::vector<const ProfileEntry*> order;
+  for (const ProfileEntry& e : entries) order.push_back(&e);
+  std::stable_sort(order.begin(), order.end(), [](const ProfileEntry* a, const ProfileEntry* b) { return a->seconds > b->seconds; });
+  for (const ProfileEntry* e : order) {
+    const double g = gbs(e->bytes, e->seconds);
+    std::printf("| %s | %s | %.1f | %.3f | %.1f%% | %.2f | %s | %s |\n", e->category.c_str(), e->detail.c_str(),
+                e->calls * per, e->seconds * per * 1e3, seconds > 0 ? 100.0 * e->seconds / seconds : 0.0,
+                e->bytes * per * 1e-6, e->bytes > 0 ? Fixed(g, 2).c_str() : "",
+                e->bytes > 0 ? Fixed(g * 1e9 / probe, 2).c_str() : "");
+  }
+  std::printf("| **all** | | | %.3f | 100%% | %.2f | %.2f | %.2f |\n\n", seconds * per * 1e3, bytes * per * 1e-6,
+              gbs(bytes, seconds), gbs(bytes, seconds) * 1e9 / probe);
+  std::printf("wall %.3f ms per token (the operations above cover %.1f%% of it); byte model %.2f MB per token "
+              "(bench's roofline: %.2f t/s at this probe)\n\n",
+              wall * per * 1e3, wall > 0 ? 100.0 * seconds / wall : 0.0, model_bytes * 1e-6, probe / model_bytes);
+  std::printf("thread pool: %.1f parallel runs per token, %.3f ms per token inside them (%.1f us per run)\n\n",
+              pool.runs * per, pool.run_seconds * per * 1e3, pool.runs > 0 ? pool.run_seconds / pool.runs * 1e6 : 0.0);
+  std::printf("| thread | busy ms/token | idle inside runs ms/token | wake-up us per run | tasks/token |\n");
+  std::printf("|---:|---:|---:|---:|---:|\n");
+  for (size_t i = 0; i < pool.threads.size(); ++i) {
+    const PoolThreadProfile& t = pool.threads[i];
+    std::printf("| %zu | %.3f | %.3f | %s | %.1f |\n", i, t.busy_seconds * per * 1e3,
+                std::max(0.0, pool.run_seconds - t.busy_seconds) * per * 1e3,
+                i == 0 ? "(posts)" : Fixed(pool.runs > 0 ? t.wake_seconds / pool.runs * 1e6 : 0.0, 1).c_str(),
+                t.tasks * per);
+  }
+  std::printf("\nthread 0 outside parallel runs (serial work and the hand-offs between runs): %.3f ms per token\n",
+              std::max(0.0, wall - pool.run_seconds) * per * 1e3);
+}
+
+}  // namespace tessera::cli

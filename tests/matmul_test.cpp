@@ -469,6 +469,7 @@ TEST_P(MatmulIsaTest, DenseFormatsShareTheBf16SummationOrder) {
         out.assign(m * (n + 2), kSentinel);
         RunKernel(table(), p, 2, n, p.bias.data(), out.data(), n + 2);
       }
+      if (y[0].empty()) continue;  // m = 0: nothing written (and memcmp may not see null)
       ASSERT_EQ(std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)), 0)
           << "f16 vs bf16, m=" << m << " k=" << k;
       ASSERT_EQ(std::memcmp(y[0].data(), y[2].data(), y[0].size() * sizeof(float)), 0)

@@ -1,5 +1,7 @@
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "kernels/peak.h"
 
 namespace tessera {
@@ -14,7 +16,13 @@ int DpbusdPeakLoopAvx512Vnni(long iterations) {
     for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
   }
   for (int i = 1; i < kPeakChains; ++i) acc[0] = _mm512_add_epi32(acc[0], acc[i]);
-  return _mm512_reduce_add_epi32(acc[0]);
+  // The lanes wrap (the value only keeps the loop alive); summed as unsigned, since the
+  // header's _mm512_reduce_add_epi32 adds ints in C, where overflow is undefined.
+  alignas(64) uint32_t lanes[16];
+  _mm512_store_si512(lanes, acc[0]);
+  uint32_t sum = 0;
+  for (uint32_t lane : lanes) sum += lane;
+  return static_cast<int>(sum);
 }
 
 }  // namespace tessera

@@ -254,6 +254,7 @@ TEST(Tokenizer, LoadsFromFileDirectoryAndJson) {
     EXPECT_NE(std::string(e.what()).find(dir), std::string::npos) << e.what();
   }
   EXPECT_THROW(Tokenizer::FromPath(dir + "/missing.json"), Error);
+  std::filesystem::remove_all(dir);
 }
 
 // Offset of the bracket closing the array or object that opens at json[open].

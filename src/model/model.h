@@ -112,6 +112,7 @@ class Model {
   // The checkpoint's N:M sparse modules (model/sparse_scheme.h), when it has any.
   const std::optional<SparseScheme>& sparse_scheme() const { return sparse_; }
   const ModelConfig& config() const { return config_; }
+  const Rope& rope() const { return rope_; }
   const Architecture& architecture() const { return *arch_; }
   const ModelOptions& options() const { return options_; }
   // The configuration KV caches for this model must be built from: config() with this rank's

@@ -135,8 +135,7 @@ BatchEngine::BatchEngine(const Model& model, const BatchEngineOptions& options)
     tp_ = model.options().tp;
   }
   // Copied rows equal computed ones unless the rope's frequencies depend on the sequence's history.
-  share_prefixes_ = !(model.config().rope_scaling && (model.config().rope_scaling->rope_type == "dynamic" ||
-                                                      model.config().rope_scaling->rope_type == "longrope"));
+  share_prefixes_ = !model.rope().length_dependent();
   stats_.slots = options.slots;
   stats_.kv_capacity = options.slots * options.context;
   stats_.kv_bytes_bound = KvBytesBound();

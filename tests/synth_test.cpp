@@ -426,5 +426,38 @@ TEST(SynthFamilies, TinyPresetsLoadAndRun) {
   }
 }
 
+// --layers: the first N layers of a preset, with the per-layer lists cut to match and every other
+// dimension kept; the cut config still loads (the tiny gpt-oss keeps one sliding and one full
+// layer), and a count outside 1..layers is refused by name.
+TEST(SynthShallower, CutsThePerLayerListsAndKeepsTheRest) {
+  const nlohmann::json oss = SynthPresetConfigJson("gpt-oss-20b");
+  const nlohmann::json cut = ShallowerConfig(oss, 3);
+  EXPECT_EQ(cut.at("num_hidden_layers"), 3);
+  EXPECT_EQ(cut.at("layer_types"), (nlohmann::json{"sliding_attention", "full_attention", "sliding_attention"}));
+  for (const char* key : {"hidden_size", "num_attention_heads", "num_key_value_heads", "num_local_experts", "vocab_size"}) {
+    EXPECT_EQ(cut.at(key), oss.at(key)) << key;
+  }
+  const nlohmann::json moe = ShallowerConfig(SynthPresetConfigJson("tiny-qwen3-moe"), 1);
+  EXPECT_EQ(moe.at("mlp_only_layers"), nlohmann::json::array());
+  EXPECT_EQ(moe.at("max_window_layers"), 1);
+  EXPECT_EQ(ShallowerConfig(SynthPresetConfigJson("llama-3.1-8b"), 32), SynthPresetConfigJson("llama-3.1-8b"));
+  for (int64_t bad : {0, 33}) {
+    try {
+      ShallowerConfig(SynthPresetConfigJson("llama-3.1-8b"), bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("outside 1..32"), std::string::npos) << e.what();
+    }
+  }
+  const std::string dir = ::testing::TempDir() + "tessera_synth_shallow";
+  std::filesystem::remove_all(dir);
+  SynthOptions options;
+  options.config_json = ShallowerConfig(SynthPresetConfigJson("tiny"), 2);
+  WriteSyntheticModel(dir, options);
+  const auto model = Model::Load(dir);
+  EXPECT_EQ(model->config().num_hidden_layers, 2);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -22,6 +22,7 @@ struct SynthArgs {
   bool force = false;
   std::string quant;   // "", awq, compressed-tensors, compressed-tensors-sym
   int64_t group = 128;
+  int64_t layers = 0;  // 0: the preset's own count
 };
 
 // "26.44 M", "20.91 B"; "52.0 MB", "13.76 GB".
@@ -35,6 +36,7 @@ std::string Scaled(double value, const char* small_unit, const char* large_unit,
 void RunSynth(const SynthArgs& args) {
   SynthOptions options;
   options.config_json = SynthPresetConfigJson(args.preset);
+  if (args.layers > 0) options.config_json = ShallowerConfig(options.config_json, args.layers);
   if (!args.quant.empty()) {
     if (options.config_json.value("model_type", "") == "gpt_oss") {
       Fail("synth: --quant applies to the dense families (gpt-oss presets carry MXFP4 experts)");
@@ -130,6 +132,10 @@ void RegisterSynth(CLI::App& app) {
           return "must be an integer";
         }
       });
+  cmd->add_option("--layers", args->layers,
+                  "keep only the first N decoder layers (every other dimension as the preset): a quick stand-in "
+                  "for depth and per-layer measurements")
+      ->check(CLI::PositiveNumber);
   cmd->callback([args] { RunSynth(*args); });
 }
 

@@ -253,6 +253,28 @@ nlohmann::json SynthPresetConfigJson(std::string_view preset) {
   Fail("unknown preset '", preset, "' (known: ", known, ")");
 }
 
+nlohmann::json ShallowerConfig(nlohmann::json config, int64_t layers) {
+  const int64_t full = config.at("num_hidden_layers").get<int64_t>();
+  if (layers < 1 || layers > full) Fail("synth: --layers ", layers, " is outside 1..", full, " for this preset");
+  config["num_hidden_layers"] = layers;
+  if (config.contains("layer_types")) {
+    nlohmann::json kept = nlohmann::json::array();
+    for (int64_t i = 0; i < layers; ++i) kept.push_back(config["layer_types"].at(i));
+    config["layer_types"] = kept;
+  }
+  if (config.contains("mlp_only_layers")) {
+    nlohmann::json kept = nlohmann::json::array();
+    for (const auto& i : config["mlp_only_layers"]) {
+      if (i.get<int64_t>() < layers) kept.push_back(i);
+    }
+    config["mlp_only_layers"] = kept;
+  }
+  if (config.contains("max_window_layers")) {
+    config["max_window_layers"] = std::min(config["max_window_layers"].get<int64_t>(), layers);
+  }
+  return config;
+}
+
 nlohmann::json GptOssGenerationConfigJson() {
   return nlohmann::json{
       {"bos_token_id", 199998},

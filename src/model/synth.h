@@ -50,6 +50,12 @@ const std::vector<std::string>& SynthPresetNames();
 // The preset's config.json. For the real sizes it equals the Hub file key for key (written with
 // sorted keys and 2-space indent, as HF does). Throws tessera::Error for an unknown name.
 nlohmann::json SynthPresetConfigJson(std::string_view preset);
+// The same architecture cut to its first `layers` decoder layers (1 <= layers <= the config's):
+// num_hidden_layers, the per-layer lists (layer_types) and the layer indices (mlp_only_layers,
+// max_window_layers) follow; every other dimension stays. A quick stand-in with the real per-layer
+// shapes (attention against depth, a layer's decode bytes) that loads and prefills in a fraction
+// of the time. Throws tessera::Error for a count out of range.
+nlohmann::json ShallowerConfig(nlohmann::json config, int64_t layers);
 // generation_config.json of gpt-oss (gpt-oss.md §1.3): bos 199998, eos [200002, 199999, 200012],
 // pad 199999, do_sample true.
 nlohmann::json GptOssGenerationConfigJson();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/attend_blocked.h"
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -159,6 +160,89 @@ TEST_P(KernelIsaTest, AttendGroupGivesEachHeadItsSingleQueryBits) {
               << "bf16 heads=" << heads << " d=" << d << " n=" << n << " head " << h;
         }
       }
+    }
+  }
+}
+
+// One block's partial (kernels.h attend_partial_*): every path within a few ulp of the scalar
+// reference for acc, m and l; head h has exactly the bits the same table gives it alone, for group
+// sizes around the AVX-512 tile (the blocked attention's split-independence rests on it).
+TEST_P(KernelIsaTest, AttendPartialMatchesReferenceAndIsPerHead) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (size_t heads : {1, 3, 8, 9}) {
+    for (size_t d : {7, 64, 80}) {
+      for (size_t n : {1, 9, 17, 300}) {
+        const size_t offset = 2, q_stride = d + 1, stride = d + 3;
+        std::vector<float> q(heads * q_stride);
+        for (auto& x : q) x = dist(rng_);
+        const KvRows rows(rng_, n, d, 3);
+        const float scale = 0.125f;
+        std::vector<float> scratch(heads * n), want(heads * stride, -9.0f), got(heads * stride, -9.0f), one(d + 2);
+        for (bool bf16 : {false, true}) {
+          auto partial = [&](const KernelTable& kt, const float* query, size_t nh, float* dst, size_t dst_stride) {
+            if (bf16) {
+              kt.attend_partial_bf16(query, q_stride, nh, d, rows.kbr.data(), rows.vbr.data(), offset, n, scale,
+                                     scratch.data(), dst, dst_stride);
+            } else {
+              kt.attend_partial_f32(query, q_stride, nh, d, rows.kfr.data(), rows.vfr.data(), offset, n, scale,
+                                    scratch.data(), dst, dst_stride);
+            }
+          };
+          partial(ref(), q.data(), heads, want.data(), stride);
+          partial(fast(), q.data(), heads, got.data(), stride);
+          for (size_t h = 0; h < heads; ++h) {
+            const float* w = &want[h * stride];
+            const float* g = &got[h * stride];
+            // acc and l are sums of up to n terms of size <= 1 * |v| (resp. <= 1): relative bounds.
+            ASSERT_NEAR(w[d], g[d], 1e-5f * (1.0f + std::fabs(w[d]))) << "m, bf16=" << bf16 << " n=" << n;
+            ASSERT_NEAR(w[d + 1], g[d + 1], 2e-5f * w[d + 1]) << "l, bf16=" << bf16 << " n=" << n;
+            for (size_t c = 0; c < d; ++c) {
+              ASSERT_NEAR(w[c], g[c], 2e-4f * w[d + 1] + 1e-6f) << "acc, bf16=" << bf16 << " n=" << n;
+            }
+            ASSERT_EQ(g[d + 2], -9.0f);
+            partial(fast(), &q[h * q_stride], 1, one.data(), d + 2);
+            ASSERT_EQ(std::memcmp(one.data(), g, (d + 2) * sizeof(float)), 0)
+                << "bf16=" << bf16 << " heads=" << heads << " d=" << d << " n=" << n << " head " << h;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The blocked form (kernels/attend_blocked.h): below a block it is attend_group_* itself; above,
+// the merged blocks equal one softmax over all positions within a few ulp (the sink included),
+// and computing the blocks in any order, one head or a group at a time, gives the same bits.
+TEST_P(KernelIsaTest, BlockedAttentionIsOneSoftmaxAndSplitIndependent) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const size_t heads = 3, d = 64, offset = 1, q_stride = d;
+  for (size_t n : {kAttendBlock, kAttendBlock + 1, 3 * kAttendBlock - 5}) {
+    for (float sink : {-40.0f, 2.0f}) {
+      std::vector<float> q(heads * q_stride), sinks(heads, sink);
+      for (auto& x : q) x = dist(rng_);
+      const KvRows rows(rng_, n, d, 2);
+      const float scale = 0.125f;
+      const size_t blocks = AttendBlockCount(n);
+      std::vector<float> scratch(heads * n), partials(blocks * heads * (d + 2)), got(heads * d), want(heads * d);
+      AttendBlocked(fast(), q.data(), q_stride, heads, d, rows.kbr.data(), rows.vbr.data(), offset, n, scale,
+                    sinks.data(), scratch.data(), partials.data(), got.data(), d);
+      fast().attend_group_bf16(q.data(), q_stride, heads, d, rows.kbr.data(), rows.vbr.data(), offset, n, scale,
+                               sinks.data(), scratch.data(), want.data(), d);
+      if (blocks == 1) {
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << "n=" << n;
+        continue;
+      }
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(want[i], got[i], 1e-5f + 1e-5f * std::fabs(want[i])) << n;
+      // Blocks in reverse order, each head alone: the same bits.
+      std::vector<float> alone(heads * d), mine(blocks * (d + 2));
+      for (size_t h = 0; h < heads; ++h) {
+        for (size_t b = blocks; b-- > 0;) {
+          AttendOneBlock(fast(), &q[h * q_stride], q_stride, 1, d, rows.kbr.data(), rows.vbr.data(), offset, n, b,
+                         scale, scratch.data(), &mine[b * (d + 2)]);
+        }
+        MergeHeadPartials(mine.data(), 1, blocks, d, &sinks[h], &alone[h * d], d);
+      }
+      ASSERT_EQ(std::memcmp(alone.data(), got.data(), got.size() * sizeof(float)), 0) << "n=" << n;
     }
   }
 }

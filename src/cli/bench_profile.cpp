@@ -25,19 +25,20 @@ std::string Fixed(double value, int digits) {
 
 }  // namespace
 
-void RunDecodeProfile(const Model& model, int tokens, int reps, KvType kv, bool json) {
+void RunDecodeProfile(const Model& model, KvCache& cache, int tokens, int reps, bool json) {
   if (tokens < 1) Fail("bench --profile needs -n >= 1 (the decode tokens it profiles)");
+  const int64_t depth = cache.length();
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size()) - 1);
   std::vector<float> logits;
-  // Greedy decode from an empty cache, as bench's tg test runs it.
+  // Greedy decode after the depth, as bench's tg test runs it.
   auto decode = [&] {
-    KvCache cache(model.cache_config(), tokens, kv);
     int32_t next[1] = {token(rng)};
     for (int i = 0; i < tokens; ++i) {
-      model.Forward(next, i, cache, LogitsMode::kLast, logits);
+      model.Forward(next, depth + i, cache, LogitsMode::kLast, logits);
       next[0] = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
+    cache.Truncate(depth);
   };
   decode();  // untimed: pages the weights in, sizes the buffers
   StartProfiling();
@@ -60,9 +61,9 @@ void RunDecodeProfile(const Model& model, int tokens, int reps, KvType kv, bool 
     seconds += e.seconds;
     bytes += e.bytes;
   }
-  const double kv_size = kv == KvType::kBF16 ? 2.0 : 4.0;
+  const size_t kv_size = cache.type() == KvType::kBF16 ? 2 : 4;
   double model_bytes = 0.0;  // the byte model bench's roofline uses, for comparison
-  for (int i = 0; i < tokens; ++i) model_bytes += model.DecodeBytes(i, static_cast<size_t>(kv_size));
+  for (int i = 0; i < tokens; ++i) model_bytes += model.DecodeBytes(depth + i, kv_size);
   model_bytes /= tokens;
   auto gbs = [](double b, double s) { return s > 0 ? b / s * 1e-9 : 0.0; };
 
@@ -81,7 +82,7 @@ void RunDecodeProfile(const Model& model, int tokens, int reps, KvType kv, bool 
                          {"wake_us_per_run", i > 0 && pool.runs > 0 ? t.wake_seconds / pool.runs * 1e6 : 0.0},
                          {"tasks_per_token", t.tasks * per}});
     }
-    const nlohmann::json out = {{"tokens", tokens}, {"repetitions", reps}, {"threads", GlobalPool().num_threads()},
+    const nlohmann::json out = {{"tokens", tokens}, {"depth", depth}, {"repetitions", reps}, {"threads", GlobalPool().num_threads()},
                                 {"read_bandwidth_gbs", probe * 1e-9}, {"ms_per_token", wall * per * 1e3},
                                 {"profiled_ms_per_token", seconds * per * 1e3}, {"bytes_per_token", bytes * per},
                                 {"byte_model_bytes_per_token", model_bytes}, {"operations", ops},
@@ -91,9 +92,9 @@ void RunDecodeProfile(const Model& model, int tokens, int reps, KvType kv, bool 
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("decode profile: %d tokens from position 0, %d repetitions, %d threads; read probe %.2f GB/s "
+  std::printf("decode profile: %d tokens from position %lld, %d repetitions, %d threads; read probe %.2f GB/s "
               "(measured after)\n\n",
-              tokens, reps, GlobalPool().num_threads(), probe * 1e-9);
+              tokens, static_cast<long long>(depth), reps, GlobalPool().num_threads(), probe * 1e-9);
   std::printf("| operation | detail | calls/token | ms/token | share | MB/token | GB/s | of probe |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
   std::vector<const ProfileEntry*> order;

@@ -8,8 +8,10 @@
 
 namespace tessera::cli {
 
-// Decodes `tokens` tokens from an empty cache `reps` times (after one untimed pass) with the
-// profile on, then measures the read bandwidth; prints the tables, or JSON.
-void RunDecodeProfile(const Model& model, int tokens, int reps, KvType kv, bool json);
+// Decodes `tokens` tokens after the positions `cache` holds (its depth: 0, or a prefilled
+// prompt), `reps` times after one untimed pass, with the profile on, rolling the cache back to its
+// depth after each pass (it needs rollback() >= tokens); then measures the read bandwidth and
+// prints the tables, or JSON.
+void RunDecodeProfile(const Model& model, KvCache& cache, int tokens, int reps, bool json);
 
 }  // namespace tessera::cli

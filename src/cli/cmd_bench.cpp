@@ -9,6 +9,11 @@
 // as the model counts them, B embedding rows and every sequence's KV rows) over the read bandwidth
 // measured after each repetition.
 //
+// -d D (llama-bench's depth): both tests, and --profile, start after D positions already in the
+// cache: a prompt of D random tokens prefilled once, untimed, in 512-token batches; every
+// repetition rolls the cache back to D. The byte model then counts the D positions' keys and
+// values each decode step reads.
+//
 // --profile: where a decode token's time goes (cli/bench_profile.h).
 //
 // --spec-cost: the verification cost of speculative decoding instead (engine/speculative.h).
@@ -47,6 +52,7 @@ struct BenchArgs {
   std::string model;
   int prompt = 512;
   int gen = 128;
+  int depth = 0;
   int reps = 3;
   std::string kv_type = "bf16";
   bool json = false;
@@ -257,21 +263,47 @@ void RunBatchedDecode(const BenchArgs& a, const Model& model) {
               r.test.c_str(), r.mean(), r.sd(), static_cast<long long>(B), Median(step_ms), distinct, fraction);
 }
 
+// A cache holding `depth` positions of random tokens, prefilled in 512-token batches (a long
+// prompt in one forward would size its activations for all of it), with room for `after` more
+// positions and a rollback of at least `after`, so every repetition can return to `depth`.
+KvCache PrefillDepth(const Model& model, int64_t depth, int64_t after, KvType kv) {
+  constexpr int64_t kBatch = 512;
+  KvCache cache(model.cache_config(), std::max<int64_t>(1, depth + after), kv, std::max<int64_t>(64, after));
+  if (depth == 0) return cache;
+  std::fprintf(stderr, "bench: prefilling a depth of %lld positions (untimed)\n", static_cast<long long>(depth));
+  std::mt19937 rng(777);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size()) - 1);
+  std::vector<int32_t> ids;
+  std::vector<float> logits;
+  for (int64_t start = 0; start < depth; start += kBatch) {
+    ids.resize(static_cast<size_t>(std::min(kBatch, depth - start)));
+    for (auto& t : ids) t = token(rng);
+    model.Forward(ids, start, cache, LogitsMode::kLast, logits);
+  }
+  return cache;
+}
+
 void RunBench(const BenchArgs& a) {
-  if (a.prompt < 0 || a.gen < 0 || a.reps < 1) Fail("bench: -p and -n must be >= 0 and -r >= 1");
+  if (a.prompt < 0 || a.gen < 0 || a.reps < 1 || a.depth < 0) {
+    Fail("bench: -p, -n and -d must be >= 0 and -r >= 1");
+  }
+  if (a.depth > 0 && (a.spec_cost || a.sequences > 1)) {
+    Fail("bench: -d applies to the pp and tg tests and to --profile, not to ", a.spec_cost ? "--spec-cost" : "--sequences");
+  }
   const auto model = Model::Load(a.model, ToModelOptions(a.model_args));
   // Refused at once, naming both numbers, rather than after minutes of prefill.
   const int64_t max_positions = model->config().max_position_embeddings;
-  const int64_t reach = a.spec_cost ? std::max(1, a.prompt) + 9 : std::max(a.prompt, a.gen);
+  const int64_t reach = a.spec_cost ? std::max(1, a.prompt) + 9 : int64_t{a.depth} + std::max(a.prompt, a.gen);
   if (max_positions > 0 && reach > max_positions) {
-    Fail("bench: ", a.spec_cost ? "-p plus 9 verification tokens" : a.prompt >= a.gen ? "-p" : "-n", " reaches ", reach,
-         " positions, beyond the model's context of ", max_positions, " (max_position_embeddings)");
+    Fail("bench: ", a.spec_cost ? "-p plus 9 verification tokens" : a.depth > 0 ? "-d plus the test" : a.prompt >= a.gen ? "-p" : "-n",
+         " reaches ", reach, " positions, beyond the model's context of ", max_positions, " (max_position_embeddings)");
   }
   if (a.spec_cost) return RunSpecCost(a, *model);
-  if (a.profile) return RunDecodeProfile(*model, a.gen, a.reps, ParseKvType(a.kv_type), a.json);
   if (a.sequences > 1) return RunBatchedDecode(a, *model);
   const KvType kv = ParseKvType(a.kv_type);
-  const int64_t context = std::max(1, std::max(a.prompt, a.gen));
+  const int64_t depth = a.depth;
+  KvCache cache = PrefillDepth(*model, depth, a.profile ? a.gen : std::max(a.prompt, a.gen), kv);
+  if (a.profile) return RunDecodeProfile(*model, cache, a.gen, a.reps, a.json);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model->vocab_size()) - 1);
   std::vector<int32_t> prompt(a.prompt);
@@ -279,36 +311,40 @@ void RunBench(const BenchArgs& a) {
   std::vector<float> logits;
 
   auto run_pp = [&] {
-    KvCache cache(model->cache_config(), context, kv);
     const auto t0 = std::chrono::steady_clock::now();
-    model->Forward(prompt, 0, cache, LogitsMode::kLast, logits);
-    return a.prompt / Seconds(t0, std::chrono::steady_clock::now());
+    model->Forward(prompt, depth, cache, LogitsMode::kLast, logits);
+    const double seconds = Seconds(t0, std::chrono::steady_clock::now());
+    cache.Truncate(depth);
+    return a.prompt / seconds;
   };
   auto run_tg = [&] {
-    KvCache cache(model->cache_config(), context, kv);
     int32_t next[1] = {token(rng)};
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < a.gen; ++i) {
-      model->Forward(next, i, cache, LogitsMode::kLast, logits);
+      model->Forward(next, depth + i, cache, LogitsMode::kLast, logits);
       next[0] = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
-    return a.gen / Seconds(t0, std::chrono::steady_clock::now());
+    const double seconds = Seconds(t0, std::chrono::steady_clock::now());
+    cache.Truncate(depth);
+    return a.gen / seconds;
   };
+  // llama-bench's names: "pp512", "tg128 @ d4096".
+  const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
 
   std::vector<Result> results;
   std::vector<double> bandwidths;  // bytes/s after each tg repetition
   if (a.prompt > 0) {
-    Result r{"pp" + std::to_string(a.prompt), a.prompt, 0, {}};
+    Result r{"pp" + std::to_string(a.prompt) + at, a.prompt, 0, {}};
     run_pp();  // warm-up: page in the weights, size the buffers
     for (int i = 0; i < a.reps; ++i) r.samples.push_back(run_pp());
     results.push_back(r);
   }
   if (a.gen > 0) {
-    Result r{"tg" + std::to_string(a.gen), 0, a.gen, {}};
+    Result r{"tg" + std::to_string(a.gen) + at, 0, a.gen, {}};
     {
-      KvCache warm(model->cache_config(), 1, kv);
       const int32_t one[1] = {0};
-      model->Forward(one, 0, warm, LogitsMode::kLast, logits);
+      model->Forward(one, depth, cache, LogitsMode::kLast, logits);
+      cache.Truncate(depth);
     }
     // The decode roofline, measured in this run: read bandwidth with the pool's threads over
     // 1 GiB (best of 3) right after each repetition, so that each repetition is compared with the
@@ -336,7 +372,7 @@ void RunBench(const BenchArgs& a) {
   double bandwidth = 0.0, tg_bytes = 0.0, fraction = 0.0;
   if (a.gen > 0) {
     const size_t kv_bytes = kv == KvType::kBF16 ? 2 : 4;
-    for (int64_t i = 0; i < a.gen; ++i) tg_bytes += model->DecodeBytes(i, kv_bytes);
+    for (int64_t i = 0; i < a.gen; ++i) tg_bytes += model->DecodeBytes(depth + i, kv_bytes);
     tg_bytes /= static_cast<double>(a.gen);
     std::vector<double> fractions;
     for (size_t i = 0; i < bandwidths.size(); ++i) fractions.push_back(results.back().samples[i] * tg_bytes / bandwidths[i]);
@@ -355,6 +391,7 @@ void RunBench(const BenchArgs& a) {
       out.push_back({{"model", label}, {"model_path", model->path()}, {"size_bytes", model->weight_bytes()},
                      {"params", model->parameters()}, {"backend", "CPU"}, {"threads", threads},
                      {"kv_type", a.kv_type}, {"test", r.test}, {"n_prompt", r.n_prompt}, {"n_gen", r.n_gen},
+                     {"n_depth", depth},
                      {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"samples_ts", r.samples},
                      {"precision", a.model_args.precision}, {"dense", a.model_args.dense}});
       if (r.n_prompt > 0 && pp_peak > 0) {
@@ -414,6 +451,10 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", args->prompt, "prompt tokens for the pp test (0 skips it)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-n,--n-gen", args->gen, "generated tokens for the tg test (0 skips it)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-d,--n-depth", args->depth,
+                  "positions already in the cache before each test: a prompt of D random tokens, prefilled once "
+                  "(untimed); the tg roofline then counts their keys and values")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--repetitions", args->reps, "timed repetitions of each test")
       ->capture_default_str()->check(CLI::Range(1, 1000));

@@ -46,11 +46,13 @@ inline __m256 Exp(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 
-template <typename Elem>
-void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
-            float scale, float sink, float* scores, float* out) {
+// kPartial (attend_partial_*): no sink, the weighted sum left unnormalised, then m and l after
+// the d channels of `out`; otherwise attend_*'s normalised result with the sink.
+template <bool kPartial, typename Elem>
+void AttendRows(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset,
+                size_t n, float scale, float sink, float* scores, float* out) {
   const size_t d8 = d / 8 * 8;
-  float max_score = sink;
+  float max_score = kPartial ? -INFINITY : sink;
   for (size_t j = 0; j < n; ++j) {
     const Elem* k = k_rows[j] + offset;
     __m256 acc = _mm256_setzero_ps();
@@ -68,22 +70,38 @@ void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* con
     _mm256_storeu_ps(scores + j, e);
     sum = _mm256_add_ps(sum, e);
   }
-  float total = HorizontalSum(sum) + std::exp(sink - max_score);
+  float total = HorizontalSum(sum) + (kPartial ? 0.0f : std::exp(sink - max_score));
   for (size_t j = n8; j < n; ++j) {
     scores[j] = std::exp(scores[j] - max_score);
     total += scores[j];
   }
-  const float inv = 1.0f / total;
+  const float inv = kPartial ? 1.0f : 1.0f / total;
   for (size_t c = 0; c < d8; c += 8) {
     __m256 acc = _mm256_setzero_ps();
     for (size_t j = 0; j < n; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), Load8(v_rows[j] + offset + c), acc);
-    _mm256_storeu_ps(out + c, _mm256_mul_ps(acc, _mm256_set1_ps(inv)));
+    _mm256_storeu_ps(out + c, kPartial ? acc : _mm256_mul_ps(acc, _mm256_set1_ps(inv)));
   }
   for (size_t c = d8; c < d; ++c) {
     float acc = 0.0f;
     for (size_t j = 0; j < n; ++j) acc += scores[j] * Load1(v_rows[j] + offset + c);
-    out[c] = acc * inv;
+    out[c] = kPartial ? acc : acc * inv;
   }
+  if constexpr (kPartial) {
+    out[d] = max_score;
+    out[d + 1] = total;
+  }
+}
+
+template <typename Elem>
+void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
+            float scale, float sink, float* scores, float* out) {
+  AttendRows<false>(q, d, k_rows, v_rows, offset, n, scale, sink, scores, out);
+}
+
+template <typename Elem>
+void AttendPartial(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset,
+                   size_t n, float scale, float* scores, float* partial) {
+  AttendRows<true>(q, d, k_rows, v_rows, offset, n, scale, 0.0f, scores, partial);
 }
 
 void AttendBf16(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows, size_t offset,
@@ -103,6 +121,8 @@ void FillAvx2Attention(KernelTable& t) {
   t.attend_f32 = AttendF32;
   t.attend_group_bf16 = AttendEachHead<uint16_t, Attend<uint16_t>>;
   t.attend_group_f32 = AttendEachHead<float, Attend<float>>;
+  t.attend_partial_bf16 = PartialEachHead<uint16_t, AttendPartial<uint16_t>>;
+  t.attend_partial_f32 = PartialEachHead<float, AttendPartial<float>>;
   t.attend_isa = "avx2";
 }
 

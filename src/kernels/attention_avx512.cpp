@@ -6,6 +6,8 @@
 // depends only on its own inputs, so batch invariance holds.
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -75,14 +77,16 @@ void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* con
 // operations (the same FMA chains, reductions, exp and normalisation), the key and value vectors
 // loaded and widened once for all of them: the loads and BF16 widening are most of Attend's work
 // per row at head size 64, and a group has 8 queries.
+// kPartial (attend_partial_*): no sinks (`sinks` unused), the weighted sums left unnormalised,
+// then m and l after each head's d channels.
 constexpr size_t kHeadTile = 8;
 
-template <typename Elem>
+template <bool kPartial, typename Elem>
 void AttendTile(const float* q, size_t q_stride, size_t heads, size_t d, const Elem* const* k_rows,
                 const Elem* const* v_rows, size_t offset, size_t n, float scale, const float* sinks, float* scratch,
                 float* out, size_t out_stride) {
   float max_score[kHeadTile];
-  for (size_t h = 0; h < heads; ++h) max_score[h] = sinks[h];
+  for (size_t h = 0; h < heads; ++h) max_score[h] = kPartial ? -INFINITY : sinks[h];
   for (size_t j = 0; j < n; ++j) {
     const Elem* k = k_rows[j] + offset;
     __m512 acc[kHeadTile];
@@ -102,18 +106,19 @@ void AttendTile(const float* q, size_t q_stride, size_t heads, size_t d, const E
       max_score[h] = scores[j] > max_score[h] ? scores[j] : max_score[h];
     }
   }
-  float inv[kHeadTile];
+  float inv[kHeadTile], total[kHeadTile];
   for (size_t h = 0; h < heads; ++h) {
     float* scores = scratch + h * n;
     const __m512 vmax = _mm512_set1_ps(max_score[h]);
-    __m512 sum = _mm512_maskz_mov_ps(1, Exp(_mm512_sub_ps(_mm512_set1_ps(sinks[h]), vmax)));
+    __m512 sum = kPartial ? _mm512_setzero_ps() : _mm512_maskz_mov_ps(1, Exp(_mm512_sub_ps(_mm512_set1_ps(sinks[h]), vmax)));
     for (size_t j = 0; j < n; j += 16) {
       const __mmask16 m = TailMask(n - j);
       const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmax)));
       _mm512_mask_storeu_ps(scores + j, m, e);
       sum = _mm512_add_ps(sum, e);
     }
-    inv[h] = 1.0f / _mm512_reduce_add_ps(sum);
+    total[h] = _mm512_reduce_add_ps(sum);
+    inv[h] = 1.0f / total[h];
   }
   for (size_t c = 0; c < d; c += 16) {
     const __mmask16 m = TailMask(d - c);
@@ -128,7 +133,13 @@ void AttendTile(const float* q, size_t q_stride, size_t heads, size_t d, const E
       }
     }
     for (size_t h = 0; h < heads; ++h) {
-      _mm512_mask_storeu_ps(out + h * out_stride + c, m, _mm512_mul_ps(acc[h], _mm512_set1_ps(inv[h])));
+      _mm512_mask_storeu_ps(out + h * out_stride + c, m, kPartial ? acc[h] : _mm512_mul_ps(acc[h], _mm512_set1_ps(inv[h])));
+    }
+  }
+  if constexpr (kPartial) {
+    for (size_t h = 0; h < heads; ++h) {
+      out[h * out_stride + d] = max_score[h];
+      out[h * out_stride + d + 1] = total[h];
     }
   }
 }
@@ -139,8 +150,19 @@ void AttendGroup(const float* q, size_t q_stride, size_t heads, size_t d, const 
                  float* out, size_t out_stride) {
   for (size_t h0 = 0; h0 < heads; h0 += kHeadTile) {
     const size_t tile = heads - h0 < kHeadTile ? heads - h0 : kHeadTile;
-    AttendTile(q + h0 * q_stride, q_stride, tile, d, k_rows, v_rows, offset, n, scale, sinks + h0, scratch + h0 * n,
-               out + h0 * out_stride, out_stride);
+    AttendTile<false>(q + h0 * q_stride, q_stride, tile, d, k_rows, v_rows, offset, n, scale, sinks + h0,
+                      scratch + h0 * n, out + h0 * out_stride, out_stride);
+  }
+}
+
+template <typename Elem>
+void AttendPartialGroup(const float* q, size_t q_stride, size_t heads, size_t d, const Elem* const* k_rows,
+                        const Elem* const* v_rows, size_t offset, size_t n, float scale, float* scratch,
+                        float* partial, size_t partial_stride) {
+  for (size_t h0 = 0; h0 < heads; h0 += kHeadTile) {
+    const size_t tile = heads - h0 < kHeadTile ? heads - h0 : kHeadTile;
+    AttendTile<true>(q + h0 * q_stride, q_stride, tile, d, k_rows, v_rows, offset, n, scale, nullptr,
+                     scratch + h0 * n, partial + h0 * partial_stride, partial_stride);
   }
 }
 
@@ -161,6 +183,8 @@ void FillAvx512Attention(KernelTable& t) {
   t.attend_f32 = AttendF32;
   t.attend_group_bf16 = AttendGroup<uint16_t>;
   t.attend_group_f32 = AttendGroup<float>;
+  t.attend_partial_bf16 = AttendPartialGroup<uint16_t>;
+  t.attend_partial_f32 = AttendPartialGroup<float>;
   t.attend_isa = "avx512";
 }
 

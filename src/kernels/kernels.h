@@ -139,6 +139,17 @@ struct KernelTable {
   void (*attend_group_f32)(const float* q, size_t q_stride, size_t heads, size_t d, const float* const* k_rows,
                            const float* const* v_rows, size_t offset, size_t n, float scale, const float* sinks,
                            float* scratch, float* out, size_t out_stride);
+  // One block of a longer attention, for the blocked form below (AttendBlocked): for each of
+  // `heads` queries sharing the n >= 1 rows, without the sink and without normalising,
+  //   s_j = scale <q, k_j>,  m = max_j s_j,  l = sum_j exp(s_j - m),  acc[c] = sum_j exp(s_j - m) v_j[c],
+  // written at partial + h partial_stride as acc[0 .. d), m, l (d + 2 floats). scratch holds
+  // heads n floats. As with attend_group_*, head h's partial has the same bits whatever `heads` is.
+  void (*attend_partial_bf16)(const float* q, size_t q_stride, size_t heads, size_t d, const uint16_t* const* k_rows,
+                              const uint16_t* const* v_rows, size_t offset, size_t n, float scale, float* scratch,
+                              float* partial, size_t partial_stride);
+  void (*attend_partial_f32)(const float* q, size_t q_stride, size_t heads, size_t d, const float* const* k_rows,
+                             const float* const* v_rows, size_t offset, size_t n, float scale, float* scratch,
+                             float* partial, size_t partial_stride);
 
   // The q8 path (kernels/q8.h defines the quantizer, the packed weight layouts and the exact
   // result every ISA reproduces bit for bit).

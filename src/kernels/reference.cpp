@@ -152,6 +152,39 @@ void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* con
   }
 }
 
+// kernels.h attend_partial_*: one block without the sink, left unnormalised: acc, m, l.
+template <typename Elem>
+void AttendPartial(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset,
+                   size_t n, float scale, float* scores, float* partial) {
+  auto load = [](const Elem* p, size_t i) {
+    if constexpr (sizeof(Elem) == 2) {
+      return Bf16ToF32(p[i]);
+    } else {
+      return p[i];
+    }
+  };
+  float max_score = -std::numeric_limits<float>::infinity();
+  for (size_t j = 0; j < n; ++j) {
+    const Elem* k = k_rows[j] + offset;
+    float dot = 0.0f;
+    for (size_t c = 0; c < d; ++c) dot += q[c] * load(k, c);
+    scores[j] = dot * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  float sum = 0.0f;
+  for (size_t j = 0; j < n; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  std::fill(partial, partial + d, 0.0f);
+  for (size_t j = 0; j < n; ++j) {
+    const Elem* v = v_rows[j] + offset;
+    for (size_t c = 0; c < d; ++c) partial[c] += scores[j] * load(v, c);
+  }
+  partial[d] = max_score;
+  partial[d + 1] = sum;
+}
+
 void AttendBf16(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows, size_t offset,
                 size_t n, float scale, float sink, float* scratch, float* out) {
   Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
@@ -323,6 +356,8 @@ void FillReferenceKernels(KernelTable& t) {
   t.attend_f32 = AttendF32;
   t.attend_group_bf16 = AttendEachHead<uint16_t, Attend<uint16_t>>;
   t.attend_group_f32 = AttendEachHead<float, Attend<float>>;
+  t.attend_partial_bf16 = PartialEachHead<uint16_t, AttendPartial<uint16_t>>;
+  t.attend_partial_f32 = PartialEachHead<float, AttendPartial<float>>;
   t.attend_isa = "scalar";
   t.quantize_q8 = QuantizeQ8;
   t.quantize_q8_isa = "scalar";

@@ -1,5 +1,6 @@
 // RMSNorm and attention (layers.h).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -7,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/profile.h"
 #include "core/thread_pool.h"
+#include "kernels/attend_blocked.h"
 #include "kernels/kernels.h"
 #include "model/layers.h"
 
@@ -90,32 +92,58 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
     }
     const KernelTable& kt = ActiveKernels();
     ThreadPool& pool = GlobalPool();
-    // One task per (token, key/value head, slice of its query heads): the heads of a GQA group
+    const int64_t threads = pool.num_threads();
+    // One unit per (token, key/value head, slice of its query heads): the heads of a GQA group
     // share the rows' loads in the kernel (attend_group_*, each head's bits as if alone), and the
-    // group is sliced only when there would otherwise be fewer than 4 tasks per thread (decode).
+    // group is sliced only when there would otherwise be fewer than 4 units per thread (decode).
     int64_t slice = group;
-    while (slice % 2 == 0 && T * Nkv * (group / slice) < 4 * static_cast<int64_t>(pool.num_threads())) slice /= 2;
+    while (slice % 2 == 0 && T * Nkv * (group / slice) < 4 * threads) slice /= 2;
     const int64_t slices = group / slice;
-    std::vector<std::vector<float>> scratch(pool.num_threads());
-    pool.Run(static_cast<size_t>(T * Nkv * slices), [&](size_t task, int thread) {
-      const int64_t t = static_cast<int64_t>(task) / (Nkv * slices);
-      const int64_t kvh = static_cast<int64_t>(task) / slices % Nkv;
-      const int64_t hd = kvh * group + static_cast<int64_t>(task) % slices * slice;  // first query head
+    const int64_t units = T * Nkv * slices;
+    // A query over more than kAttendBlock positions is attended in blocks merged afterwards
+    // (kernels/attend_blocked.h: the same bits however the blocks are spread). With still too few
+    // units per thread (decode deep in the context), each block is a task of its own and the last
+    // of a unit's blocks to finish merges them; otherwise a unit's task runs all of its blocks.
+    const int64_t max_blocks = static_cast<int64_t>(AttendBlockCount(static_cast<size_t>(std::min(start + T, window))));  // the last query's
+    const bool split = max_blocks > 1 && units < 4 * threads;
+    const size_t partial_floats = AttendPartialFloats(static_cast<size_t>(D));
+    const size_t unit_floats = static_cast<size_t>(max_blocks * slice) * partial_floats;
+    std::vector<float> split_partials(split ? static_cast<size_t>(units) * unit_floats : 0);
+    std::vector<std::atomic<int64_t>> blocks_done(split ? static_cast<size_t>(units) : 0);
+    std::vector<std::vector<float>> scratch(pool.num_threads()), partials(pool.num_threads());
+    const int64_t tasks_per_unit = split ? max_blocks : 1;
+    pool.Run(static_cast<size_t>(units * tasks_per_unit), [&](size_t task, int thread) {
+      const int64_t unit = static_cast<int64_t>(task) / tasks_per_unit;
+      const int64_t block = static_cast<int64_t>(task) % tasks_per_unit;
+      const int64_t t = unit / (Nkv * slices);
+      const int64_t kvh = unit / slices % Nkv;
+      const int64_t hd = kvh * group + unit % slices * slice;  // first query head
       const int64_t pos = start + t;
       // Sliding layers see the `window` positions ending at the query itself (HF:
       // kv_idx > q_idx - sliding_window); full layers see every earlier position.
       const int64_t first = std::max<int64_t>(0, pos - window + 1);
-      const int64_t n = pos - first + 1;
-      std::vector<float>& scores = scratch[thread];
-      scores.resize(slice * n);
+      const size_t n = static_cast<size_t>(pos - first + 1);
+      const size_t blocks = AttendBlockCount(n);
       const float* qv = &q[(t * Nq + hd) * D];
       float* o = out + (t * Nq + hd) * D;
-      if constexpr (std::is_same_v<Elem, uint16_t>) {
-        kt.attend_group_bf16(qv, D, slice, D, &krows[first - lo], &vrows[first - lo], kvh * D, n, scale, &w.sinks[hd],
-                             scores.data(), o, D);
-      } else {
-        kt.attend_group_f32(qv, D, slice, D, &krows[first - lo], &vrows[first - lo], kvh * D, n, scale, &w.sinks[hd],
-                            scores.data(), o, D);
+      const Elem* const* ks = &krows[first - lo];
+      const Elem* const* vs = &vrows[first - lo];
+      std::vector<float>& scores = scratch[thread];
+      scores.resize(static_cast<size_t>(slice) * std::min(n, kAttendBlock));
+      if (!split || blocks == 1) {
+        if (split && block > 0) return;  // this query has one block, computed by the unit's first task
+        std::vector<float>& own = partials[thread];
+        own.resize(blocks > 1 ? blocks * static_cast<size_t>(slice) * partial_floats : 0);
+        AttendBlocked(kt, qv, D, slice, D, ks, vs, kvh * D, n, scale, &w.sinks[hd], scores.data(), own.data(), o, D);
+        return;
+      }
+      if (static_cast<size_t>(block) >= blocks) return;  // an earlier query of the batch sees fewer blocks
+      float* unit_partials = &split_partials[static_cast<size_t>(unit) * unit_floats];
+      AttendOneBlock(kt, qv, D, slice, D, ks, vs, kvh * D, n, static_cast<size_t>(block), scale, scores.data(),
+                     unit_partials + static_cast<size_t>(block * slice) * partial_floats);
+      // acq_rel: the last block to finish sees every other block's partial before merging.
+      if (blocks_done[unit].fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<int64_t>(blocks)) {
+        MergeHeadPartials(unit_partials, slice, blocks, D, &w.sinks[hd], o, D);
       }
     });
     // Keep what the next calls need: every position for full layers, the newest `capacity`

@@ -39,6 +39,14 @@ run_ok "bench" "$BIN" bench -m "$golden" -p 16 -n 4 -r 2
 for text in '| model ' 'pp16' 'tg4' ' ± '; do grep -qF -- "$text" "$WORK/out" || fail "bench table lacks '$text'"; done
 run_ok "bench --json" "$BIN" bench -m "$golden" -p 8 -n 0 -r 1 --json
 grep -q '"avg_ts"' "$WORK/out" || fail "bench --json lacks avg_ts"
+# -d: both tests after a prefilled depth, named as llama-bench names them; the byte model counts
+# the depth's keys and values (the roofline's bytes per token grow with it).
+run_ok "bench -d" "$BIN" bench -m "$golden" -p 8 -n 3 -r 1 -d 600 --json
+grep -q '"test": "tg3 @ d600"' "$WORK/out" || fail "bench -d: $(cat "$WORK/out")"
+grep -q '"n_depth": 600' "$WORK/out" || fail "bench -d lacks n_depth"
+run_ok "bench -d --profile" "$BIN" bench -m "$golden" -n 2 -r 1 -d 40 --profile
+grep -qF 'from position 40' "$WORK/out" || fail "bench -d --profile: $(cat "$WORK/out")"
+run_err "bench -d --sequences" "-d applies to the pp and tg tests" "$BIN" bench -m "$golden" -n 2 -d 4 --sequences 2
 # --sequences: B sequences decoded together (one batched forward per step).
 run_ok "bench --sequences" "$BIN" bench -m "$golden" -n 4 -r 1 --sequences 3
 grep -qE '^tg4 x3: [0-9.]+ ± [0-9.]+ t/s aggregate \(3 sequences\)' "$WORK/out" || fail "bench --sequences: $(cat "$WORK/out")"

@@ -70,7 +70,8 @@ namespace {
 template <typename RowOf>
 bool QuantizeRowsToQ8Int8(const RowOf& row_of, size_t n, size_t k, uint8_t* values_out, float* scales_out,
                           size_t* bad_row) {
-  std::memset(values_out, 128, Q8Int8Bytes(n, k));  // zero columns
+  // An empty tensor-parallel slice (no rows, or no columns) has no value bytes, and may have no buffer.
+  if (Q8Int8Bytes(n, k) > 0) std::memset(values_out, 128, Q8Int8Bytes(n, k));  // zero columns
   std::fill(scales_out, scales_out + Q8PaddedColumns(n), 0.0f);
   std::vector<float> row(k);
   std::vector<int8_t> q(k);

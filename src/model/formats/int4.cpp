@@ -140,7 +140,7 @@ class Int4Linear final : public LinearWeights {
             s[g] = reader.Scale(j, t0 + static_cast<int64_t>(g));
             if (!std::isfinite(s[g]) && bad[task] < 0) bad[task] = static_cast<int64_t>(r);
           }
-          PackInt4Row(r, k, group_, &q[(r - r0) * k], z.data(), s.data(), codes, zeros, scales);
+          PackInt4Row(r, k, group_, q.data() + (r - r0) * k, z.data(), s.data(), codes, zeros, scales);
         }
       }
     });

@@ -122,23 +122,33 @@ void GatherReduce(const float* op, size_t ldop, const int32_t* idx, const float*
 }
 
 template <typename Elem>
-void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
-            float scale, float sink, float* scores, float* out) {
-  auto load = [](const Elem* p, size_t i) {
-    if constexpr (sizeof(Elem) == 2) {
-      return Bf16ToF32(p[i]);
-    } else {
-      return p[i];
-    }
-  };
-  float max_score = sink;
+float LoadElem(const Elem* p, size_t i) {
+  if constexpr (sizeof(Elem) == 2) {
+    return Bf16ToF32(p[i]);
+  } else {
+    return p[i];
+  }
+}
+
+// scores[j] = scale * (q . k_j) over the n rows; returns the largest of them and floor.
+template <typename Elem>
+float ScoreRows(const float* q, size_t d, const Elem* const* k_rows, size_t offset, size_t n, float scale,
+                float floor, float* scores) {
+  float max_score = floor;
   for (size_t j = 0; j < n; ++j) {
     const Elem* k = k_rows[j] + offset;
     float dot = 0.0f;
-    for (size_t c = 0; c < d; ++c) dot += q[c] * load(k, c);
+    for (size_t c = 0; c < d; ++c) dot += q[c] * LoadElem(k, c);
     scores[j] = dot * scale;
     max_score = std::max(max_score, scores[j]);
   }
+  return max_score;
+}
+
+template <typename Elem>
+void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
+            float scale, float sink, float* scores, float* out) {
+  const float max_score = ScoreRows(q, d, k_rows, offset, n, scale, sink, scores);
   float denom = std::exp(sink - max_score);
   for (size_t j = 0; j < n; ++j) {
     scores[j] = std::exp(scores[j] - max_score);
@@ -148,7 +158,7 @@ void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* con
   for (size_t j = 0; j < n; ++j) {
     const float p = scores[j] / denom;
     const Elem* v = v_rows[j] + offset;
-    for (size_t c = 0; c < d; ++c) out[c] += p * load(v, c);
+    for (size_t c = 0; c < d; ++c) out[c] += p * LoadElem(v, c);
   }
 }
 
@@ -156,21 +166,8 @@ void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* con
 template <typename Elem>
 void AttendPartial(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset,
                    size_t n, float scale, float* scores, float* partial) {
-  auto load = [](const Elem* p, size_t i) {
-    if constexpr (sizeof(Elem) == 2) {
-      return Bf16ToF32(p[i]);
-    } else {
-      return p[i];
-    }
-  };
-  float max_score = -std::numeric_limits<float>::infinity();
-  for (size_t j = 0; j < n; ++j) {
-    const Elem* k = k_rows[j] + offset;
-    float dot = 0.0f;
-    for (size_t c = 0; c < d; ++c) dot += q[c] * load(k, c);
-    scores[j] = dot * scale;
-    max_score = std::max(max_score, scores[j]);
-  }
+  const float max_score =
+      ScoreRows(q, d, k_rows, offset, n, scale, -std::numeric_limits<float>::infinity(), scores);
   float sum = 0.0f;
   for (size_t j = 0; j < n; ++j) {
     scores[j] = std::exp(scores[j] - max_score);
@@ -179,7 +176,7 @@ void AttendPartial(const float* q, size_t d, const Elem* const* k_rows, const El
   std::fill(partial, partial + d, 0.0f);
   for (size_t j = 0; j < n; ++j) {
     const Elem* v = v_rows[j] + offset;
-    for (size_t c = 0; c < d; ++c) partial[c] += scores[j] * load(v, c);
+    for (size_t c = 0; c < d; ++c) partial[c] += scores[j] * LoadElem(v, c);
   }
   partial[d] = max_score;
   partial[d + 1] = sum;

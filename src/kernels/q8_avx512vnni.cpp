@@ -178,6 +178,15 @@ inline __m512 BlockFma(__m512i dot, __m512 d, __m512 s, __m512 acc) {
   return _mm512_fmadd_ps(dotf, _mm512_mul_ps(d, s), acc);
 }
 
+// The block's integer dot product from its P partial accumulators (exact in any order).
+template <int P>
+inline __m512i SumParts(const __m512i (&parts)[P]) {
+  __m512i sum = parts[0];
+#pragma GCC unroll 4
+  for (int part = 1; part < P; ++part) sum = _mm512_add_epi32(sum, parts[part]);
+  return sum;
+}
+
 // The f32 scales 2^(e - 128) of 16 E8M0 bytes (e < 255), exact, e = 0 and 1 as subnormals.
 inline __m512 Mxfp4Scales(const uint8_t* e) {
   const __m512i ei = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e)));
@@ -203,7 +212,10 @@ inline void StoreTile(const __m512 (&acc)[R][G], size_t i0, size_t col, const Ou
 }
 
 // Rows i0 .. i0 + R - 1 against the panel's G groups (columns col .. col + 16 G - 1).
-template <int R, int G, bool kPrefetch>
+// P > 1 splits each block's integer dot product over P accumulators (k step t into t mod P),
+// summed at the block's end: integer addition is exact in any order, so the bits do not change,
+// and a one-group decode tile gets P independent vpdpbusd chains from one weight stream.
+template <int R, int G, bool kPrefetch, int P = 1>
 void Tile(const Rows& x, size_t i0, const Panel& p, size_t col, const Out& o) {
   __m512 acc[R][G];
 #pragma GCC unroll 16
@@ -216,12 +228,16 @@ void Tile(const Rows& x, size_t i0, const Panel& p, size_t col, const Out& o) {
   const int32_t* init = x.init + i0 * x.nb;
   const size_t next_per_block = x.nb > 0 ? (p.next_lines + x.nb - 1) / x.nb : 0;
   for (size_t b = 0; b < x.nb; ++b) {
-    __m512i dot[R][G];
+    __m512i dot[R][G][P];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512i start = _mm512_set1_epi32(init[r * x.nb + b]);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) dot[r][g] = start;
+      for (int g = 0; g < G; ++g) {
+        dot[r][g][0] = start;
+#pragma GCC unroll 4
+        for (int part = 1; part < P; ++part) dot[r][g][part] = _mm512_setzero_si512();
+      }
     }
     if (p.next != nullptr) {
       for (size_t l = b * next_per_block; l < Min((b + 1) * next_per_block, p.next_lines); ++l) {
@@ -243,7 +259,7 @@ void Tile(const Rows& x, size_t i0, const Panel& p, size_t col, const Out& o) {
       for (int r = 0; r < R; ++r) {
         const __m512i qv = _mm512_set1_epi32(Load32(qb + r * x.k + 4 * t));
 #pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], w[g], qv);
+        for (int g = 0; g < G; ++g) dot[r][g][t % P] = _mm512_dpbusd_epi32(dot[r][g][t % P], w[g], qv);
       }
     }
     __m512 s[G];
@@ -253,7 +269,7 @@ void Tile(const Rows& x, size_t i0, const Panel& p, size_t col, const Out& o) {
     for (int r = 0; r < R; ++r) {
       const __m512 dr = _mm512_set1_ps(d[r * x.nb + b]);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) acc[r][g] = BlockFma(dot[r][g], dr, s[g], acc[r][g]);
+      for (int g = 0; g < G; ++g) acc[r][g] = BlockFma(SumParts<P>(dot[r][g]), dr, s[g], acc[r][g]);
     }
   }
   StoreTile<R, G>(acc, i0, col, o);
@@ -325,7 +341,7 @@ struct Int4Codes {
 // Rows i0 .. i0 + R - 1 against G groups of 4-bit codes read straight from the packed layout
 // (decode): codes point at the first group's, the next groups follow at code_stride. Each code
 // vector's low and high halves are the u8 operands of two vpdpbusd.
-template <int R, int G, typename Codes>
+template <int R, int G, typename Codes, int P = 1>
 void DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_stride, const Codes& format, size_t col,
                 const Out& o) {
   Codes c = format;
@@ -341,12 +357,16 @@ void DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_stri
   __m512 s[G];
   for (size_t b = 0; b < x.nb; ++b) {
     c.template Block<G>(b, s);
-    __m512i dot[R][G];
+    __m512i dot[R][G][P];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512i start = _mm512_set1_epi32(init[r * x.nb + b]);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) dot[r][g] = start;
+      for (int g = 0; g < G; ++g) {
+        dot[r][g][0] = start;
+#pragma GCC unroll 4
+        for (int part = 1; part < P; ++part) dot[r][g][part] = _mm512_setzero_si512();
+      }
     }
     const uint8_t* cb = codes + b * (kSteps / 2) * kStepBytes;
     const int8_t* qb = q + b * kQ8Block;
@@ -367,8 +387,9 @@ void DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_stri
         const __m512i qh = _mm512_set1_epi32(Load32(qb + r * x.k + 8 * h + 4));
 #pragma GCC unroll 4
         for (int g = 0; g < G; ++g) {
-          dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], lo[g], ql);
-          dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], hi[g], qh);
+          // Low and high halves of code vector h are k steps 2h and 2h + 1.
+          dot[r][g][(2 * h) % P] = _mm512_dpbusd_epi32(dot[r][g][(2 * h) % P], lo[g], ql);
+          dot[r][g][(2 * h + 1) % P] = _mm512_dpbusd_epi32(dot[r][g][(2 * h + 1) % P], hi[g], qh);
         }
       }
     }
@@ -376,7 +397,7 @@ void DirectTile(const Rows& x, size_t i0, const uint8_t* codes, size_t code_stri
     for (int r = 0; r < R; ++r) {
       const __m512 dr = _mm512_set1_ps(d[r * x.nb + b]);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) acc[r][g] = BlockFma(dot[r][g], dr, s[g], acc[r][g]);
+      for (int g = 0; g < G; ++g) acc[r][g] = BlockFma(SumParts<P>(dot[r][g]), dr, s[g], acc[r][g]);
     }
   }
   StoreTile<R, G>(acc, i0, col, o);
@@ -406,8 +427,21 @@ TileFn TileFor(size_t rows, size_t groups, bool prefetch) {
 }
 
 // Decode-sized int8 calls (m <= kDirectMaxRows): kDirectGroups groups per pass, streamed.
+// Groups a decode-sized call streams side by side: 1 (one sequential weight stream per thread,
+// the P partial accumulators give the ILP) measured faster than 4 interleaved streams
+// (docs/BENCHMARKS.md, 2026-12-04); 4 stays selectable here for A/B measurements.
+constexpr size_t kDecodeStreamGroups = 1;
+constexpr size_t DecodeGroupsExp() { return kDecodeStreamGroups; }
 TileFn GemvTileFor(size_t rows, size_t groups) {
   static_assert(kDirectGroups == 4 && kDirectMaxRows == 4, "one case per group and row count");
+  if (groups == 1 && DecodeGroupsExp() == 1) {
+    switch (rows) {
+      case 1: return Tile<1, 1, true, 4>;
+      case 2: return Tile<2, 1, true, 2>;
+      case 3: return Tile<3, 1, true, 2>;
+      default: return Tile<4, 1, true, 2>;
+    }
+  }
   if (groups == 1) return TileFor<1, true>(rows);
   switch (rows) {
     case 1: return Tile<1, 4, true>;
@@ -423,6 +457,14 @@ using DirectFn = void (*)(const Rows&, size_t, const uint8_t*, size_t, const Cod
 template <typename Codes, int G>
 DirectFn<Codes> DirectFor(size_t rows) {
   static_assert(kDirectMaxRows == 4, "one case per row count");
+  if (G == 1 && DecodeGroupsExp() == 1) {
+    switch (rows) {
+      case 1: return DirectTile<1, 1, Codes, 4>;
+      case 2: return DirectTile<2, 1, Codes, 2>;
+      case 3: return DirectTile<3, 1, Codes, 2>;
+      default: return DirectTile<4, 1, Codes, 2>;
+    }
+  }
   switch (rows) {
     case 1: return DirectTile<1, G, Codes>;
     case 2: return DirectTile<2, G, Codes>;
@@ -439,7 +481,7 @@ void DirectMatmul(const Rows& rows, size_t m, const uint8_t* codes, size_t code_
                   const FormatAt& format_at, const Out& out) {
   static_assert(kDirectGroups == 4, "one case per group count");
   for (size_t g = g_begin; g < g_end;) {
-    const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
+    const size_t groups = g + kDirectGroups <= g_end && DecodeGroupsExp() == 4 ? kDirectGroups : 1;
     const Codes format = format_at(g);
     for (size_t i0 = 0; i0 < m; i0 += kDirectMaxRows) {
       const size_t r = Min(kDirectMaxRows, m - i0);
@@ -484,7 +526,7 @@ void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const flo
   const size_t g_end = (n_end + kQ8Group - 1) / kQ8Group;
   if (m <= kStreamMaxRows) {
     for (size_t g = n_begin / kQ8Group; g < g_end;) {
-      const size_t groups = g + kDirectGroups <= g_end ? kDirectGroups : 1;
+      const size_t groups = g + kDirectGroups <= g_end && DecodeGroupsExp() == 4 ? kDirectGroups : 1;
       const Panel panel{values + g * (k * kQ8Group), k * kQ8Group, scales + g * kQ8Group, kQ8Group, 0};
       for (size_t i0 = 0; i0 < m; i0 += kDirectMaxRows) {
         GemvTileFor(Min(kDirectMaxRows, m - i0), groups)(rows, i0, panel, g * kQ8Group, out);

@@ -27,8 +27,8 @@
 //    stay in registers for the whole k; every weight vector is loaded once per row block and
 //    feeds R vpdpbusd. GEMMs (m > kDirectMaxRows) use R = kGemmRows, G = kGemmGroups and
 //    prefetch the next panel while computing this one; decode-sized int8 calls use R = m,
-//    G = kDirectGroups, streaming.
-//  - DirectTile<R, G, Codes> (m <= kDirectMaxRows, decode): MXFP4 or int4 codes decoded in
+//    one group and DecodeParts(R) partial accumulators, streaming.
+//  - DirectTile<R, 1, Codes> (m <= kDirectMaxRows, decode): MXFP4 or int4 codes decoded in
 //    registers as they stream (Mxfp4Codes: vpermb on the low nibbles and on the word-shifted high
 //    nibbles, scales by vscalefps; Int4Codes: the nibbles plus the zero points' offsets).
 // The codes of consecutive groups are contiguous, so a thread's column chunk is one sequential
@@ -66,10 +66,12 @@ constexpr size_t kDirectMaxRows = 4;                 // rows of one decode-sized
 // reads every weight once instead of decoding GEMM panels for a handful of rows; measured on the
 // gate_up shape, 9 rows: 0.80 ms through the GEMM path, 0.69 streamed).
 constexpr size_t kStreamMaxRows = 9;
-// Groups per decode-sized tile (m <= kDirectMaxRows, both formats): more independent work per
-// pass (4 dot chains per row) keeps more of the weight stream in flight; measured on the 282 MB
-// stacked MXFP4 case with 1 thread: 0.78 of the read bandwidth with 1 group, 0.96 with 4.
-constexpr int kDirectGroups = 4;
+// Decode-sized tiles (m <= kDirectMaxRows, every format) read one group at a time, so a thread's
+// column chunk is one sequential weight stream as in the read probe; 4 groups side by side (4
+// interleaved streams) read slower (docs/BENCHMARKS.md, 2026-12-04). The independent work that
+// keeps the stream in flight comes from DecodeParts(R) partial accumulators per row instead.
+constexpr int kDirectGroups = 1;
+constexpr int DecodeParts(int rows) { return rows == 1 ? 4 : 2; }
 constexpr int kGemmRows = 6;                         // GEMM tile: kGemmRows x kGemmGroups groups
 constexpr int kGemmGroups = 2;
 // Software prefetch distance of the streamed weights (decode-sized calls and the first row block
@@ -426,69 +428,43 @@ TileFn TileFor(size_t rows, size_t groups, bool prefetch) {
   return prefetch ? TileFor<2, true>(rows) : TileFor<2, false>(rows);
 }
 
-// Decode-sized int8 calls (m <= kDirectMaxRows): kDirectGroups groups per pass, streamed.
-// Groups a decode-sized call streams side by side: 1 (one sequential weight stream per thread,
-// the P partial accumulators give the ILP) measured faster than 4 interleaved streams
-// (docs/BENCHMARKS.md, 2026-12-04); 4 stays selectable here for A/B measurements.
-constexpr size_t kDecodeStreamGroups = 1;
-constexpr size_t DecodeGroupsExp() { return kDecodeStreamGroups; }
-TileFn GemvTileFor(size_t rows, size_t groups) {
-  static_assert(kDirectGroups == 4 && kDirectMaxRows == 4, "one case per group and row count");
-  if (groups == 1 && DecodeGroupsExp() == 1) {
-    switch (rows) {
-      case 1: return Tile<1, 1, true, 4>;
-      case 2: return Tile<2, 1, true, 2>;
-      case 3: return Tile<3, 1, true, 2>;
-      default: return Tile<4, 1, true, 2>;
-    }
-  }
-  if (groups == 1) return TileFor<1, true>(rows);
+// Decode-sized int8 calls (m <= kDirectMaxRows): one group per tile, streamed.
+TileFn GemvTileFor(size_t rows) {
+  static_assert(kDirectGroups == 1 && kDirectMaxRows == 4, "one case per row count");
   switch (rows) {
-    case 1: return Tile<1, 4, true>;
-    case 2: return Tile<2, 4, true>;
-    case 3: return Tile<3, 4, true>;
-    default: return Tile<4, 4, true>;
+    case 1: return Tile<1, 1, true, DecodeParts(1)>;
+    case 2: return Tile<2, 1, true, DecodeParts(2)>;
+    case 3: return Tile<3, 1, true, DecodeParts(3)>;
+    default: return Tile<4, 1, true, DecodeParts(4)>;
   }
 }
 
 template <typename Codes>
 using DirectFn = void (*)(const Rows&, size_t, const uint8_t*, size_t, const Codes&, size_t, const Out&);
 
-template <typename Codes, int G>
+template <typename Codes>
 DirectFn<Codes> DirectFor(size_t rows) {
-  static_assert(kDirectMaxRows == 4, "one case per row count");
-  if (G == 1 && DecodeGroupsExp() == 1) {
-    switch (rows) {
-      case 1: return DirectTile<1, 1, Codes, 4>;
-      case 2: return DirectTile<2, 1, Codes, 2>;
-      case 3: return DirectTile<3, 1, Codes, 2>;
-      default: return DirectTile<4, 1, Codes, 2>;
-    }
-  }
+  static_assert(kDirectGroups == 1 && kDirectMaxRows == 4, "one case per row count");
   switch (rows) {
-    case 1: return DirectTile<1, G, Codes>;
-    case 2: return DirectTile<2, G, Codes>;
-    case 3: return DirectTile<3, G, Codes>;
-    default: return DirectTile<4, G, Codes>;
+    case 1: return DirectTile<1, 1, Codes, DecodeParts(1)>;
+    case 2: return DirectTile<2, 1, Codes, DecodeParts(2)>;
+    case 3: return DirectTile<3, 1, Codes, DecodeParts(3)>;
+    default: return DirectTile<4, 1, Codes, DecodeParts(4)>;
   }
 }
 
-// Decode-sized calls (m <= kStreamMaxRows) of either code format: kDirectGroups groups per pass
-// while they last, row blocks of kDirectMaxRows over each while its codes are in L1/L2.
+// Decode-sized calls (m <= kStreamMaxRows) of either code format: one group at a time, row
+// blocks of kDirectMaxRows over each while its codes are in L1/L2.
 // format_at(g): the Codes of group g's scales (and zeros).
 template <typename Codes, typename FormatAt>
 void DirectMatmul(const Rows& rows, size_t m, const uint8_t* codes, size_t code_stride, size_t g_begin, size_t g_end,
                   const FormatAt& format_at, const Out& out) {
-  static_assert(kDirectGroups == 4, "one case per group count");
-  for (size_t g = g_begin; g < g_end;) {
-    const size_t groups = g + kDirectGroups <= g_end && DecodeGroupsExp() == 4 ? kDirectGroups : 1;
+  for (size_t g = g_begin; g < g_end; ++g) {
     const Codes format = format_at(g);
     for (size_t i0 = 0; i0 < m; i0 += kDirectMaxRows) {
-      const size_t r = Min(kDirectMaxRows, m - i0);
-      const DirectFn<Codes> tile = groups == kDirectGroups ? DirectFor<Codes, 4>(r) : DirectFor<Codes, 1>(r);
-      tile(rows, i0, codes + g * code_stride, code_stride, format, g * kQ8Group, out);
+      DirectFor<Codes>(Min(kDirectMaxRows, m - i0))(rows, i0, codes + g * code_stride, code_stride, format,
+                                                    g * kQ8Group, out);
     }
-    g += groups;
   }
 }
 
@@ -525,13 +501,11 @@ void MatmulQ8Int8(Q8Rows x, size_t m, size_t k, const uint8_t* values, const flo
   const Out out{y, ldy, bias, n_end};
   const size_t g_end = (n_end + kQ8Group - 1) / kQ8Group;
   if (m <= kStreamMaxRows) {
-    for (size_t g = n_begin / kQ8Group; g < g_end;) {
-      const size_t groups = g + kDirectGroups <= g_end && DecodeGroupsExp() == 4 ? kDirectGroups : 1;
+    for (size_t g = n_begin / kQ8Group; g < g_end; ++g) {
       const Panel panel{values + g * (k * kQ8Group), k * kQ8Group, scales + g * kQ8Group, kQ8Group, 0};
       for (size_t i0 = 0; i0 < m; i0 += kDirectMaxRows) {
-        GemvTileFor(Min(kDirectMaxRows, m - i0), groups)(rows, i0, panel, g * kQ8Group, out);
+        GemvTileFor(Min(kDirectMaxRows, m - i0))(rows, i0, panel, g * kQ8Group, out);
       }
-      g += groups;
     }
     return;
   }

@@ -156,9 +156,19 @@ TEST(Int4Layers, UnpackedWeightsAreBitExact) {
 // removal) applied to its weights.
 std::string EditedCopy(const std::string& model, const std::function<void(json&)>& edit,
                        const std::function<bool(const std::string&, TensorToWrite&)>& tensor_edit = nullptr) {
-  static int copies = 0;
-  const std::string out =
-      ::testing::TempDir() + "int4_" + model + "_" + std::to_string(::getpid()) + "_" + std::to_string(copies++);
+  // The copies live until the test program ends (tests read them after this returns); the
+  // registry's destructor removes them then, so a run leaves the temporary folder as it found it.
+  struct Copies {
+    std::vector<std::string> dirs;
+    ~Copies() {
+      std::error_code ignored;
+      for (const std::string& dir : dirs) fs::remove_all(dir, ignored);
+    }
+  };
+  static Copies copies;
+  const std::string out = ::testing::TempDir() + "int4_" + model + "_" + std::to_string(::getpid()) + "_" +
+                          std::to_string(copies.dirs.size());
+  copies.dirs.push_back(out);
   fs::remove_all(out);
   fs::create_directories(out);
   fs::copy_file(kDir + model + "/generation_config.json", out + "/generation_config.json");

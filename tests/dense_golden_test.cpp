@@ -67,14 +67,14 @@ TEST_P(DenseGolden, ChunkedPrefillIsBatchInvariant) {
     options.dense = precision == Precision::kFast ? DenseWeights::kInt8 : DenseWeights::kBf16;
     const auto model = Model::Load(kDir + GetParam(), options);
     const std::vector<int32_t> seq = Sequence(LoadGolden(GetParam()));
-    for (KvType type : {KvType::kF32, KvType::kBF16}) ExpectChunkedPrefillMatchesOnePass(*model, seq, type);
+    for (KvType type : {KvType::kF32, KvType::kBF16, KvType::kInt8}) ExpectChunkedPrefillMatchesOnePass(*model, seq, type);
   }
 }
 
-// The fast path with int8 dense weights: the bounds docs/ACCURACY.md records per family. On the
-// MoE models a position whose top-k router gap is tiny (1.3e-4 on qwen3_moe_a, golden.json
-// min_router_gap) may route differently after int8 rounding: their maximum KL bound is wider,
-// their mean KL bound the same.
+// The fast path with int8 dense weights: the bounds docs/ACCURACY.md records per family, with the
+// default BF16 cache and with the int8 one (--kv-type int8). On the MoE models a position whose
+// top-k router gap is tiny (1.3e-4 on qwen3_moe_a, golden.json min_router_gap) may route
+// differently after int8 rounding: their maximum KL bound is wider, their mean KL bound the same.
 TEST_P(DenseGolden, FastPathStaysClose) {
   ModelOptions options;
   options.precision = Precision::kFast;
@@ -83,24 +83,26 @@ TEST_P(DenseGolden, FastPathStaysClose) {
   const Golden g = LoadGolden(GetParam());
   const std::vector<int32_t> seq = Sequence(g);
   const int64_t T = static_cast<int64_t>(seq.size()), V = model->vocab_size();
-  KvCache cache(model->cache_config(), T, KvType::kBF16);
-  std::vector<float> logits;
-  model->Forward(seq, 0, cache, LogitsMode::kAll, logits);
-  double max_kl = 0.0, sum_kl = 0.0;
-  int64_t agree = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    const double kl = KlDivergence(&g.logits.data[t * V], &logits[t * V], V);
-    max_kl = std::max(max_kl, kl);
-    sum_kl += kl;
-    agree += Argmax(&g.logits.data[t * V], V) == Argmax(&logits[t * V], V);
+  for (KvType type : {KvType::kBF16, KvType::kInt8}) {
+    KvCache cache(model->cache_config(), T, type);
+    std::vector<float> logits;
+    model->Forward(seq, 0, cache, LogitsMode::kAll, logits);
+    double max_kl = 0.0, sum_kl = 0.0;
+    int64_t agree = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const double kl = KlDivergence(&g.logits.data[t * V], &logits[t * V], V);
+      max_kl = std::max(max_kl, kl);
+      sum_kl += kl;
+      agree += Argmax(&g.logits.data[t * V], V) == Argmax(&logits[t * V], V);
+    }
+    const double mean_kl = sum_kl / T, top1 = static_cast<double>(agree) / T;
+    std::printf("%s fast int8, %s KV: mean KL %.3g, max KL %.3g, top-1 agreement %.3f\n", GetParam().c_str(),
+                KvTypeName(type), mean_kl, max_kl, top1);
+    const bool moe = model->config().model_type == "qwen3_moe";
+    EXPECT_LE(mean_kl, 0.01) << KvTypeName(type);
+    EXPECT_LE(max_kl, moe ? 0.2 : 0.02) << KvTypeName(type);
+    EXPECT_GE(top1, 0.9) << KvTypeName(type);
   }
-  const double mean_kl = sum_kl / T, top1 = static_cast<double>(agree) / T;
-  std::printf("%s fast int8: mean KL %.3g, max KL %.3g, top-1 agreement %.3f\n", GetParam().c_str(), mean_kl, max_kl,
-              top1);
-  const bool moe = model->config().model_type == "qwen3_moe";
-  EXPECT_LE(mean_kl, 0.01);
-  EXPECT_LE(max_kl, moe ? 0.2 : 0.02);
-  EXPECT_GE(top1, 0.9);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DenseGolden,
@@ -161,7 +163,7 @@ TEST(Architecture, MatricesKeepTheirStoredFormat) {
     const WeightStore store = WeightStore::Open(kDir + name);
     EXPECT_EQ(store.Get("model.layers.0.self_attn.q_proj.weight").dtype(), dtype) << name;
     // Decode reads every matrix once in its stored width, plus the KV rows.
-    EXPECT_GT(model->DecodeBytes(0, 4), 0.0);
+    EXPECT_GT(model->DecodeBytes(0, KvHeadBytes(model->config().head_dim, KvType::kF32)), 0.0);
   }
 }
 

@@ -73,6 +73,7 @@ TEST(ForwardBatch, EachSequenceGetsItsAloneBits) {
       SCOPED_TRACE(std::string(name) + (precision == Precision::kFast ? " fast" : " exact"));
       const auto model = Model::Load(kGoldenDir + name, ModelOptions{.precision = precision});
       ExpectBatchEqualsAlone(*model, precision == Precision::kFast ? KvType::kBF16 : KvType::kF32);
+      if (precision == Precision::kFast) ExpectBatchEqualsAlone(*model, KvType::kInt8);
     }
   }
 }

@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "kernels/attend_blocked.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_int8.h"
 
 namespace tessera {
 namespace {
@@ -64,14 +65,19 @@ TEST_P(KernelIsaTest, DotBf16F32MatchesReference) {
   }
 }
 
-// n random key/value rows of d channels (row stride d + pad, read from `offset`) in f32 and BF16,
-// reached through pointers in reverse memory order, so a kernel cannot assume a stride.
+// n random key/value rows of d channels (row stride d + pad, read from `offset` < pad) in f32 and
+// BF16, and the head [offset, offset + d) of each quantized to int8 (kernels/kv_int8.h) at byte
+// `offset` of a row of KvInt8HeadBytes(d) + pad bytes; reached through pointers in reverse memory
+// order, so a kernel cannot assume a stride.
 struct KvRows {
   std::vector<float> kf, vf;
   std::vector<uint16_t> kb, vb;
+  std::vector<int8_t> kq, vq;
   std::vector<const float*> kfr, vfr;
   std::vector<const uint16_t*> kbr, vbr;
-  KvRows(std::mt19937& rng, size_t n, size_t d, size_t pad) : kfr(n), vfr(n), kbr(n), vbr(n) {
+  std::vector<const int8_t*> kqr, vqr;
+  KvRows(std::mt19937& rng, size_t n, size_t d, size_t pad, size_t offset)
+      : kfr(n), vfr(n), kbr(n), vbr(n), kqr(n), vqr(n) {
     std::normal_distribution<float> dist(0.0f, 1.0f);
     const size_t stride = d + pad;
     kf.resize(n * stride);
@@ -84,11 +90,20 @@ struct KvRows {
       kb[i] = F32ToBf16(kf[i]);
       vb[i] = F32ToBf16(vf[i]);
     }
+    const size_t q_stride = KvInt8HeadBytes(d) + pad;
+    kq.assign(n * q_stride, 0x55);
+    vq.assign(n * q_stride, 0x55);
+    for (size_t j = 0; j < n; ++j) {
+      QuantizeKvInt8(&kf[j * stride + offset], d, &kq[j * q_stride + offset]);
+      QuantizeKvInt8(&vf[j * stride + offset], d, &vq[j * q_stride + offset]);
+    }
     for (size_t j = 0; j < n; ++j) {
       kfr[j] = &kf[(n - 1 - j) * stride];
       vfr[j] = &vf[(n - 1 - j) * stride];
       kbr[j] = &kb[(n - 1 - j) * stride];
       vbr[j] = &vb[(n - 1 - j) * stride];
+      kqr[j] = &kq[(n - 1 - j) * q_stride];
+      vqr[j] = &vq[(n - 1 - j) * q_stride];
     }
   }
 };
@@ -105,7 +120,7 @@ TEST_P(KernelIsaTest, AttendMatchesReference) {
         const size_t offset = 3;
         std::vector<float> q(d);
         for (auto& x : q) x = dist(rng_);
-        const KvRows rows(rng_, n, d, 5);
+        const KvRows rows(rng_, n, d, 5, offset);
         const auto &kfr = rows.kfr, &vfr = rows.vfr;
         const auto &kbr = rows.kbr, &vbr = rows.vbr;
         const float scale = 0.125f;
@@ -118,6 +133,14 @@ TEST_P(KernelIsaTest, AttendMatchesReference) {
         ref().attend_bf16(q.data(), d, kbr.data(), vbr.data(), offset, n, scale, sink, scratch.data(), want.data());
         fast().attend_bf16(q.data(), d, kbr.data(), vbr.data(), offset, n, scale, sink, scratch.data(), got.data());
         for (size_t c = 0; c < d; ++c) ASSERT_NEAR(want[c], got[c], 2e-5f + 2e-5f * std::fabs(want[c])) << d << " " << n;
+        ref().attend_int8(q.data(), d, rows.kqr.data(), rows.vqr.data(), offset, n, scale, sink, scratch.data(),
+                          want.data());
+        fast().attend_int8(q.data(), d, rows.kqr.data(), rows.vqr.data(), offset, n, scale, sink, scratch.data(),
+                           got.data());
+        for (size_t c = 0; c < d; ++c) {
+          ASSERT_NEAR(want[c], got[c], 2e-5f + 2e-5f * std::fabs(want[c])) << "int8 " << d << " " << n;
+        }
+        ASSERT_EQ(got[d], -9.0f);
       }
     }
   }
@@ -137,7 +160,7 @@ TEST_P(KernelIsaTest, AttendGroupGivesEachHeadItsSingleQueryBits) {
         std::vector<float> q(heads * q_stride), sinks(heads);
         for (auto& x : q) x = dist(rng_);
         for (size_t h = 0; h < heads; ++h) sinks[h] = h % 3 == 0 ? -40.0f : (h % 3 == 1 ? 0.5f : 30.0f);
-        const KvRows rows(rng_, n, d, 3);
+        const KvRows rows(rng_, n, d, 3, offset);
         const auto &kfr = rows.kfr, &vfr = rows.vfr;
         const auto &kbr = rows.kbr, &vbr = rows.vbr;
         const float scale = 0.125f;
@@ -159,6 +182,14 @@ TEST_P(KernelIsaTest, AttendGroupGivesEachHeadItsSingleQueryBits) {
           ASSERT_EQ(std::memcmp(one.data(), &got[h * out_stride], d * sizeof(float)), 0)
               << "bf16 heads=" << heads << " d=" << d << " n=" << n << " head " << h;
         }
+        fast().attend_group_int8(q.data(), q_stride, heads, d, rows.kqr.data(), rows.vqr.data(), offset, n, scale,
+                                 sinks.data(), scratch.data(), got.data(), out_stride);
+        for (size_t h = 0; h < heads; ++h) {
+          fast().attend_int8(&q[h * q_stride], d, rows.kqr.data(), rows.vqr.data(), offset, n, scale, sinks[h],
+                             scratch.data(), one.data());
+          ASSERT_EQ(std::memcmp(one.data(), &got[h * out_stride], d * sizeof(float)), 0)
+              << "int8 heads=" << heads << " d=" << d << " n=" << n << " head " << h;
+        }
       }
     }
   }
@@ -175,13 +206,16 @@ TEST_P(KernelIsaTest, AttendPartialMatchesReferenceAndIsPerHead) {
         const size_t offset = 2, q_stride = d + 1, stride = d + 3;
         std::vector<float> q(heads * q_stride);
         for (auto& x : q) x = dist(rng_);
-        const KvRows rows(rng_, n, d, 3);
+        const KvRows rows(rng_, n, d, 3, offset);
         const float scale = 0.125f;
         std::vector<float> scratch(heads * n), want(heads * stride, -9.0f), got(heads * stride, -9.0f), one(d + 2);
-        for (bool bf16 : {false, true}) {
+        for (int type : {0, 1, 2}) {  // f32, bf16, int8
           auto partial = [&](const KernelTable& kt, const float* query, size_t nh, float* dst, size_t dst_stride) {
-            if (bf16) {
+            if (type == 1) {
               kt.attend_partial_bf16(query, q_stride, nh, d, rows.kbr.data(), rows.vbr.data(), offset, n, scale,
+                                     scratch.data(), dst, dst_stride);
+            } else if (type == 2) {
+              kt.attend_partial_int8(query, q_stride, nh, d, rows.kqr.data(), rows.vqr.data(), offset, n, scale,
                                      scratch.data(), dst, dst_stride);
             } else {
               kt.attend_partial_f32(query, q_stride, nh, d, rows.kfr.data(), rows.vfr.data(), offset, n, scale,
@@ -194,15 +228,15 @@ TEST_P(KernelIsaTest, AttendPartialMatchesReferenceAndIsPerHead) {
             const float* w = &want[h * stride];
             const float* g = &got[h * stride];
             // acc and l are sums of up to n terms of size <= 1 * |v| (resp. <= 1): relative bounds.
-            ASSERT_NEAR(w[d], g[d], 1e-5f * (1.0f + std::fabs(w[d]))) << "m, bf16=" << bf16 << " n=" << n;
-            ASSERT_NEAR(w[d + 1], g[d + 1], 2e-5f * w[d + 1]) << "l, bf16=" << bf16 << " n=" << n;
+            ASSERT_NEAR(w[d], g[d], 1e-5f * (1.0f + std::fabs(w[d]))) << "m, type=" << type << " n=" << n;
+            ASSERT_NEAR(w[d + 1], g[d + 1], 2e-5f * w[d + 1]) << "l, type=" << type << " n=" << n;
             for (size_t c = 0; c < d; ++c) {
-              ASSERT_NEAR(w[c], g[c], 2e-4f * w[d + 1] + 1e-6f) << "acc, bf16=" << bf16 << " n=" << n;
+              ASSERT_NEAR(w[c], g[c], 2e-4f * w[d + 1] + 1e-6f) << "acc, type=" << type << " n=" << n;
             }
             ASSERT_EQ(g[d + 2], -9.0f);
             partial(fast(), &q[h * q_stride], 1, one.data(), d + 2);
             ASSERT_EQ(std::memcmp(one.data(), g, (d + 2) * sizeof(float)), 0)
-                << "bf16=" << bf16 << " heads=" << heads << " d=" << d << " n=" << n << " head " << h;
+                << "type=" << type << " heads=" << heads << " d=" << d << " n=" << n << " head " << h;
           }
         }
       }
@@ -220,7 +254,7 @@ TEST_P(KernelIsaTest, BlockedAttentionIsOneSoftmaxAndSplitIndependent) {
     for (float sink : {-40.0f, 2.0f}) {
       std::vector<float> q(heads * q_stride), sinks(heads, sink);
       for (auto& x : q) x = dist(rng_);
-      const KvRows rows(rng_, n, d, 2);
+      const KvRows rows(rng_, n, d, 2, offset);
       const float scale = 0.125f;
       const size_t blocks = AttendBlockCount(n);
       std::vector<float> scratch(heads * n), partials(blocks * heads * (d + 2)), got(heads * d), want(heads * d);

@@ -26,9 +26,9 @@ struct ThreadsGuard {
 
 // Logits of the last prompt position and of `decoded` greedy steps after it.
 std::vector<std::vector<float>> Decode(const Model& model, const std::vector<int32_t>& prompt, int64_t chunk,
-                                    int decoded) {
+                                    int decoded, KvType kv) {
   const int64_t T = static_cast<int64_t>(prompt.size());
-  KvCache cache(model.cache_config(), T + decoded, KvType::kBF16);
+  KvCache cache(model.cache_config(), T + decoded, kv);
   std::vector<std::vector<float>> out;
   std::vector<float> logits;
   for (int64_t pos = 0; pos < T; pos += chunk) {
@@ -58,19 +58,22 @@ TEST(LongAttention, BlockedSoftmaxIsBatchAndThreadInvariant) {
     std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model->vocab_size()) - 1);
     std::vector<int32_t> prompt(2 * kAttendBlock + 90);  // three blocks for the last positions
     for (auto& t : prompt) t = token(rng);
-    SetGlobalThreadCount(2);
-    const auto whole = Decode(*model, prompt, static_cast<int64_t>(prompt.size()), 3);
-    const auto chunked = Decode(*model, prompt, 250, 3);
-    SetGlobalThreadCount(1);
-    const auto serial = Decode(*model, prompt, 333, 3);
-    SetGlobalThreadCount(3);
-    const auto three = Decode(*model, prompt, static_cast<int64_t>(prompt.size()), 3);
-    for (size_t step = 0; step < whole.size(); ++step) {
-      const size_t bytes = whole[step].size() * sizeof(float);
-      ASSERT_EQ(whole[step].size(), static_cast<size_t>(model->vocab_size()));
-      EXPECT_EQ(0, std::memcmp(whole[step].data(), chunked[step].data(), bytes)) << preset << " step " << step;
-      EXPECT_EQ(0, std::memcmp(whole[step].data(), serial[step].data(), bytes)) << preset << " step " << step;
-      EXPECT_EQ(0, std::memcmp(whole[step].data(), three[step].data(), bytes)) << preset << " step " << step;
+    for (KvType kv : {KvType::kBF16, KvType::kInt8}) {
+      SCOPED_TRACE(KvTypeName(kv));
+      SetGlobalThreadCount(2);
+      const auto whole = Decode(*model, prompt, static_cast<int64_t>(prompt.size()), 3, kv);
+      const auto chunked = Decode(*model, prompt, 250, 3, kv);
+      SetGlobalThreadCount(1);
+      const auto serial = Decode(*model, prompt, 333, 3, kv);
+      SetGlobalThreadCount(3);
+      const auto three = Decode(*model, prompt, static_cast<int64_t>(prompt.size()), 3, kv);
+      for (size_t step = 0; step < whole.size(); ++step) {
+        const size_t bytes = whole[step].size() * sizeof(float);
+        ASSERT_EQ(whole[step].size(), static_cast<size_t>(model->vocab_size()));
+        EXPECT_EQ(0, std::memcmp(whole[step].data(), chunked[step].data(), bytes)) << preset << " step " << step;
+        EXPECT_EQ(0, std::memcmp(whole[step].data(), serial[step].data(), bytes)) << preset << " step " << step;
+        EXPECT_EQ(0, std::memcmp(whole[step].data(), three[step].data(), bytes)) << preset << " step " << step;
+      }
     }
     std::filesystem::remove_all(dir);
   }

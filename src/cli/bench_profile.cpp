@@ -61,7 +61,7 @@ void RunDecodeProfile(const Model& model, KvCache& cache, int tokens, int reps, 
     seconds += e.seconds;
     bytes += e.bytes;
   }
-  const size_t kv_size = cache.type() == KvType::kBF16 ? 2 : 4;
+  const size_t kv_size = KvHeadBytes(model.config().head_dim, cache.type());
   double model_bytes = 0.0;  // the byte model bench's roofline uses, for comparison
   for (int i = 0; i < tokens; ++i) model_bytes += model.DecodeBytes(depth + i, kv_size);
   model_bytes /= tokens;

@@ -208,7 +208,7 @@ void RunBatchedDecode(const BenchArgs& a, const Model& model) {
   if (a.gen < 1) Fail("bench --sequences needs -n >= 1 (the generation test it runs)");
   const int64_t B = a.sequences, n = a.gen;
   const KvType kv = ParseKvType(a.kv_type);
-  const size_t kv_bytes = kv == KvType::kBF16 ? 2 : 4;
+  const size_t kv_bytes = KvHeadBytes(model.config().head_dim, kv);
   const DecodeByteModel bytes_of = DecodeBytesOf(model.config(), model.options());
   std::mt19937 rng(99);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size()) - 1);
@@ -371,7 +371,7 @@ void RunBench(const BenchArgs& a) {
   }
   double bandwidth = 0.0, tg_bytes = 0.0, fraction = 0.0;
   if (a.gen > 0) {
-    const size_t kv_bytes = kv == KvType::kBF16 ? 2 : 4;
+    const size_t kv_bytes = KvHeadBytes(model->config().head_dim, kv);
     for (int64_t i = 0; i < a.gen; ++i) tg_bytes += model->DecodeBytes(depth + i, kv_bytes);
     tg_bytes /= static_cast<double>(a.gen);
     std::vector<double> fractions;
@@ -458,8 +458,8 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--repetitions", args->reps, "timed repetitions of each test")
       ->capture_default_str()->check(CLI::Range(1, 1000));
-  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: bf16 or f32")
-      ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: bf16, f32 or int8")
+      ->capture_default_str()->check(CLI::IsMember({"f32", "bf16", "int8"}));
   cmd->add_flag("--json", args->json, "print a JSON array instead of the table");
   AddModelOptions(cmd, args->model_args, "fast");
   cmd->add_option("--sequences", args->sequences,

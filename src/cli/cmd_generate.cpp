@@ -81,8 +81,8 @@ void AddRunOptions(CLI::App* cmd, RunArgs& a) {
                   "context size in tokens (prompt + generated; default 4096, or the model's max_position_embeddings "
                   "if smaller)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  cmd->add_option("--kv-type", a.kv_type, "KV cache element type: bf16 or f32 (exact)")
-      ->capture_default_str()->check(CLI::IsMember({"bf16", "f32"}));
+  cmd->add_option("--kv-type", a.kv_type, "KV cache element type: bf16, f32 (exact) or int8")
+      ->capture_default_str()->check(CLI::IsMember({"bf16", "f32", "int8"}));
   cmd->add_option("--reasoning", a.reasoning, "reasoning effort in the system message: low, medium, high")
       ->capture_default_str()->check(CLI::IsMember({"low", "medium", "high"}));
   cmd->add_option("--developer", a.developer, "gpt-oss: developer instructions (what other tools call the system prompt)");

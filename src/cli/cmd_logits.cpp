@@ -74,8 +74,8 @@ void RegisterLogits(CLI::App& app) {
   cmd->add_option("-m,--model", args->model, "Hugging Face model directory")->required();
   cmd->add_option("--ids", args->ids, "comma-separated token ids, e.g. 200006,17360,200008")->required();
   cmd->add_option("--out", args->out, "write the logits here as a .npy file (float32, C order)");
-  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32 (exact, default) or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32 (exact, default), bf16 or int8")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}));
   AddModelOptions(cmd, args->model_args, "exact");
   cmd->callback([args] { RunLogits(*args); });
 }

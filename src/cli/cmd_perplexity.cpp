@@ -112,8 +112,8 @@ void RegisterPerplexity(CLI::App& app) {
                   "tokens between window starts (default: the window length, disjoint windows); each window scores "
                   "only the tokens the previous one did not")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32 (default) or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32 (default), bf16 or int8")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}));
   cmd->add_flag("--json", args->json, "print the result as one JSON object");
   cmd->add_flag("--compare-exact", args->compare_exact,
                 "also run the checkpoint on the exact path over the same windows and report KL(exact || this run) "

@@ -138,7 +138,7 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--model-name", args->model_name, "model id clients name (default: the directory's name)");
   cmd->add_option("--parallel", args->parallel, "sequences decoded together (KV slots)")->capture_default_str();
   cmd->add_option("-c,--ctx-size", args->context, "positions per sequence (prompt + reply)")->capture_default_str();
-  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32, bf16 or int8")->check(CLI::IsMember({"f32", "bf16", "int8"}));
   cmd->add_option("--batch-tokens", args->batch_tokens, "tokens per engine step (decodes first, then prompt chunks)")
       ->capture_default_str();
   cmd->add_option("--queue", args->queue, "requests that may wait for a slot (beyond that: 429)")->capture_default_str();

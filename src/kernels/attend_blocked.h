@@ -44,6 +44,9 @@ void AttendOneBlock(const KernelTable& kt, const float* q, size_t q_stride, size
   if constexpr (std::is_same_v<Elem, uint16_t>) {
     kt.attend_partial_bf16(q, q_stride, heads, d, k_rows + begin, v_rows + begin, offset, count, scale, scratch, partial,
                            AttendPartialFloats(d));
+  } else if constexpr (std::is_same_v<Elem, int8_t>) {
+    kt.attend_partial_int8(q, q_stride, heads, d, k_rows + begin, v_rows + begin, offset, count, scale, scratch, partial,
+                           AttendPartialFloats(d));
   } else {
     kt.attend_partial_f32(q, q_stride, heads, d, k_rows + begin, v_rows + begin, offset, count, scale, scratch, partial,
                           AttendPartialFloats(d));
@@ -71,6 +74,8 @@ void AttendBlocked(const KernelTable& kt, const float* q, size_t q_stride, size_
   if (blocks == 1) {
     if constexpr (std::is_same_v<Elem, uint16_t>) {
       kt.attend_group_bf16(q, q_stride, heads, d, k_rows, v_rows, offset, n, scale, sinks, scratch, out, out_stride);
+    } else if constexpr (std::is_same_v<Elem, int8_t>) {
+      kt.attend_group_int8(q, q_stride, heads, d, k_rows, v_rows, offset, n, scale, sinks, scratch, out, out_stride);
     } else {
       kt.attend_group_f32(q, q_stride, heads, d, k_rows, v_rows, offset, n, scale, sinks, scratch, out, out_stride);
     }

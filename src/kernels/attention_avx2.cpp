@@ -1,5 +1,5 @@
 // AVX2 + FMA attention of one query against n key/value rows (KernelTable::attend_bf16 /
-// attend_f32), 8 channels / scores per step with scalar tails; polynomial exp as in
+// attend_f32 / attend_int8), 8 channels / scores per step with scalar tails; polynomial exp as in
 // attention_avx512.cpp (|relative error| < 2 ulp). Summation orders differ from the scalar
 // reference; each query's result depends only on its own inputs (batch invariance).
 #include <immintrin.h>
@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "kernels/attend_each_head.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_int8.h"
 
 namespace tessera {
 namespace {
@@ -20,6 +21,16 @@ inline __m256 Load8(const uint16_t* p) {
 }
 inline float Load1(const float* p) { return *p; }
 inline float Load1(const uint16_t* p) { return Bf16ToF32(*p); }
+// Channels [c, c + 8) (or channel c) of a key/value head of d channels at `head`.
+template <typename Elem>
+inline __m256 LoadKv8(const Elem* head, size_t /*d*/, size_t c) { return Load8(head + c); }
+inline __m256 LoadKv8(const int8_t* head, size_t d, size_t c) {
+  const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(head + c));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)), _mm256_set1_ps(KvInt8Scale(head, d, c)));
+}
+template <typename Elem>
+inline float LoadKv1(const Elem* head, size_t /*d*/, size_t c) { return Load1(head + c); }
+inline float LoadKv1(const int8_t* head, size_t d, size_t c) { return KvInt8Value(head, d, c); }
 
 inline float HorizontalSum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -56,9 +67,9 @@ void AttendRows(const float* q, size_t d, const Elem* const* k_rows, const Elem*
   for (size_t j = 0; j < n; ++j) {
     const Elem* k = k_rows[j] + offset;
     __m256 acc = _mm256_setzero_ps();
-    for (size_t c = 0; c < d8; c += 8) acc = _mm256_fmadd_ps(Load8(q + c), Load8(k + c), acc);
+    for (size_t c = 0; c < d8; c += 8) acc = _mm256_fmadd_ps(Load8(q + c), LoadKv8(k, d, c), acc);
     float dot = HorizontalSum(acc);
-    for (size_t c = d8; c < d; ++c) dot += q[c] * Load1(k + c);
+    for (size_t c = d8; c < d; ++c) dot += q[c] * LoadKv1(k, d, c);
     scores[j] = dot * scale;
     max_score = scores[j] > max_score ? scores[j] : max_score;
   }
@@ -78,12 +89,12 @@ void AttendRows(const float* q, size_t d, const Elem* const* k_rows, const Elem*
   const float inv = kPartial ? 1.0f : 1.0f / total;
   for (size_t c = 0; c < d8; c += 8) {
     __m256 acc = _mm256_setzero_ps();
-    for (size_t j = 0; j < n; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), Load8(v_rows[j] + offset + c), acc);
+    for (size_t j = 0; j < n; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), LoadKv8(v_rows[j] + offset, d, c), acc);
     _mm256_storeu_ps(out + c, kPartial ? acc : _mm256_mul_ps(acc, _mm256_set1_ps(inv)));
   }
   for (size_t c = d8; c < d; ++c) {
     float acc = 0.0f;
-    for (size_t j = 0; j < n; ++j) acc += scores[j] * Load1(v_rows[j] + offset + c);
+    for (size_t j = 0; j < n; ++j) acc += scores[j] * LoadKv1(v_rows[j] + offset, d, c);
     out[c] = kPartial ? acc : acc * inv;
   }
   if constexpr (kPartial) {
@@ -114,6 +125,11 @@ void AttendF32(const float* q, size_t d, const float* const* k_rows, const float
   Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
 }
 
+void AttendInt8(const float* q, size_t d, const int8_t* const* k_rows, const int8_t* const* v_rows, size_t offset,
+                size_t n, float scale, float sink, float* scratch, float* out) {
+  Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
+}
+
 }  // namespace
 
 void FillAvx2Attention(KernelTable& t) {
@@ -123,6 +139,9 @@ void FillAvx2Attention(KernelTable& t) {
   t.attend_group_f32 = AttendEachHead<float, Attend<float>>;
   t.attend_partial_bf16 = PartialEachHead<uint16_t, AttendPartial<uint16_t>>;
   t.attend_partial_f32 = PartialEachHead<float, AttendPartial<float>>;
+  t.attend_int8 = AttendInt8;
+  t.attend_group_int8 = AttendEachHead<int8_t, Attend<int8_t>>;
+  t.attend_partial_int8 = PartialEachHead<int8_t, AttendPartial<int8_t>>;
   t.attend_isa = "avx2";
 }
 

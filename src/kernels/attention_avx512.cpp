@@ -1,5 +1,5 @@
 // AVX-512 attention of one query, or of a GQA group of queries sharing the rows
-// (KernelTable::attend_bf16 / attend_f32 / attend_group_*), against n key/value rows:
+// (KernelTable::attend_bf16 / attend_f32 / attend_int8 / attend_group_*), against n key/value rows:
 // the dot products run 16 channels per FMA, the softmax exponentials 16 scores at a time with a
 // polynomial exp (|relative error| < 2 ulp), the weighted value sum 16 channels per FMA. The
 // summation orders differ from the scalar reference (kernels.h allows it); each query's result
@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/kernels.h"
+#include "kernels/kv_int8.h"
 
 namespace tessera {
 namespace {
@@ -21,6 +22,13 @@ inline __m512 Load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps
 inline __m512 Load16(const uint16_t* p, __mmask16 m) {
   const __m256i h = _mm256_maskz_loadu_epi16(m, p);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+// Channels [c, c + 16) in m of a key/value head of d channels at `head`.
+template <typename Elem>
+inline __m512 LoadKv16(const Elem* head, size_t /*d*/, size_t c, __mmask16 m) { return Load16(head + c, m); }
+inline __m512 LoadKv16(const int8_t* head, size_t d, size_t c, __mmask16 m) {
+  const __m512 codes = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, head + c)));
+  return _mm512_maskz_mul_ps(m, codes, _mm512_set1_ps(KvInt8Scale(head, d, c)));
 }
 
 // exp(x) for x <= 0 (scores minus their maximum); inputs below -87 give about 1e-38 instead of
@@ -50,7 +58,7 @@ void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* con
     __m512 acc = _mm512_setzero_ps();
     for (size_t c = 0; c < d; c += 16) {
       const __mmask16 m = TailMask(d - c);
-      acc = _mm512_fmadd_ps(Load16(q + c, m), Load16(k + c, m), acc);
+      acc = _mm512_fmadd_ps(Load16(q + c, m), LoadKv16(k, d, c, m), acc);
     }
     scores[j] = _mm512_reduce_add_ps(acc) * scale;
     max_score = scores[j] > max_score ? scores[j] : max_score;
@@ -68,7 +76,7 @@ void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* con
   for (size_t c = 0; c < d; c += 16) {
     const __mmask16 m = TailMask(d - c);
     __m512 acc = _mm512_setzero_ps();
-    for (size_t j = 0; j < n; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), Load16(v_rows[j] + offset + c, m), acc);
+    for (size_t j = 0; j < n; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), LoadKv16(v_rows[j] + offset, d, c, m), acc);
     _mm512_mask_storeu_ps(out + c, m, _mm512_mul_ps(acc, _mm512_set1_ps(inv)));
   }
 }
@@ -94,7 +102,7 @@ void AttendTile(const float* q, size_t q_stride, size_t heads, size_t d, const E
     for (size_t h = 0; h < kHeadTile; ++h) acc[h] = _mm512_setzero_ps();
     for (size_t c = 0; c < d; c += 16) {
       const __mmask16 m = TailMask(d - c);
-      const __m512 kv = Load16(k + c, m);
+      const __m512 kv = LoadKv16(k, d, c, m);
 #pragma GCC unroll 8
       for (size_t h = 0; h < kHeadTile; ++h) {
         if (h < heads) acc[h] = _mm512_fmadd_ps(Load16(q + h * q_stride + c, m), kv, acc[h]);
@@ -126,7 +134,7 @@ void AttendTile(const float* q, size_t q_stride, size_t heads, size_t d, const E
 #pragma GCC unroll 8
     for (size_t h = 0; h < kHeadTile; ++h) acc[h] = _mm512_setzero_ps();
     for (size_t j = 0; j < n; ++j) {
-      const __m512 vv = Load16(v_rows[j] + offset + c, m);
+      const __m512 vv = LoadKv16(v_rows[j] + offset, d, c, m);
 #pragma GCC unroll 8
       for (size_t h = 0; h < kHeadTile; ++h) {
         if (h < heads) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(scratch[h * n + j]), vv, acc[h]);
@@ -176,6 +184,11 @@ void AttendF32(const float* q, size_t d, const float* const* k_rows, const float
   Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
 }
 
+void AttendInt8(const float* q, size_t d, const int8_t* const* k_rows, const int8_t* const* v_rows, size_t offset,
+                size_t n, float scale, float sink, float* scratch, float* out) {
+  Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
+}
+
 }  // namespace
 
 void FillAvx512Attention(KernelTable& t) {
@@ -185,6 +198,9 @@ void FillAvx512Attention(KernelTable& t) {
   t.attend_group_f32 = AttendGroup<float>;
   t.attend_partial_bf16 = AttendPartialGroup<uint16_t>;
   t.attend_partial_f32 = AttendPartialGroup<float>;
+  t.attend_int8 = AttendInt8;
+  t.attend_group_int8 = AttendGroup<int8_t>;
+  t.attend_partial_int8 = AttendPartialGroup<int8_t>;
   t.attend_isa = "avx512";
 }
 

@@ -122,13 +122,17 @@ struct KernelTable {
   // Softmax attention of one query q[d] over n positions with a sink logit (gpt-oss.md §3.4.6):
   //   s_j = scale * <q, k_j>;  p = softmax over {sink, s_0 .. s_{n-1}};  out[d] = sum_j p_j v_j
   // (the sink has no value row). Row j of keys/values starts at k_rows[j] + offset /
-  // v_rows[j] + offset (elements: BF16 or f32 KV cache). scratch holds n floats. Summation
+  // v_rows[j] + offset (elements: BF16 or f32 KV cache; int8 below). scratch holds n floats. Summation
   // order and the exp implementation vary by ISA (vector exp within 2 ulp); the result depends
   // only on q and the n rows, never on other queries computed alongside (batch invariance).
   void (*attend_bf16)(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows,
                       size_t offset, size_t n, float scale, float sink, float* scratch, float* out);
   void (*attend_f32)(const float* q, size_t d, const float* const* k_rows, const float* const* v_rows,
                      size_t offset, size_t n, float scale, float sink, float* scratch, float* out);
+  // int8 cache (kernels/kv_int8.h): the head at k_rows[j] + offset bytes is d codes then the
+  // block scales; its values are KvInt8Value's (code times scale, one f32 multiply).
+  void (*attend_int8)(const float* q, size_t d, const int8_t* const* k_rows, const int8_t* const* v_rows,
+                      size_t offset, size_t n, float scale, float sink, float* scratch, float* out);
   // The same for `heads` queries that share the key/value rows (a GQA group): query h at
   // q + h q_stride with sink sinks[h], result at out + h out_stride; scratch holds heads n floats.
   // Head h's result has exactly the bits the single-query entry of the same table gives for it,
@@ -139,6 +143,9 @@ struct KernelTable {
   void (*attend_group_f32)(const float* q, size_t q_stride, size_t heads, size_t d, const float* const* k_rows,
                            const float* const* v_rows, size_t offset, size_t n, float scale, const float* sinks,
                            float* scratch, float* out, size_t out_stride);
+  void (*attend_group_int8)(const float* q, size_t q_stride, size_t heads, size_t d, const int8_t* const* k_rows,
+                            const int8_t* const* v_rows, size_t offset, size_t n, float scale, const float* sinks,
+                            float* scratch, float* out, size_t out_stride);
   // One block of a longer attention, for the blocked form below (AttendBlocked): for each of
   // `heads` queries sharing the n >= 1 rows, without the sink and without normalising,
   //   s_j = scale <q, k_j>,  m = max_j s_j,  l = sum_j exp(s_j - m),  acc[c] = sum_j exp(s_j - m) v_j[c],
@@ -150,6 +157,9 @@ struct KernelTable {
   void (*attend_partial_f32)(const float* q, size_t q_stride, size_t heads, size_t d, const float* const* k_rows,
                              const float* const* v_rows, size_t offset, size_t n, float scale, float* scratch,
                              float* partial, size_t partial_stride);
+  void (*attend_partial_int8)(const float* q, size_t q_stride, size_t heads, size_t d, const int8_t* const* k_rows,
+                              const int8_t* const* v_rows, size_t offset, size_t n, float scale, float* scratch,
+                              float* partial, size_t partial_stride);
 
   // The q8 path (kernels/q8.h defines the quantizer, the packed weight layouts and the exact
   // result every ISA reproduces bit for bit).

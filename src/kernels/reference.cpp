@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
 #include "kernels/attend_each_head.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_int8.h"
 #include "kernels/mxfp4.h"
 #include "kernels/q8.h"
 
@@ -121,9 +123,12 @@ void GatherReduce(const float* op, size_t ldop, const int32_t* idx, const float*
   }
 }
 
+// Channel i of the head at p (d channels) as f32.
 template <typename Elem>
-float LoadElem(const Elem* p, size_t i) {
-  if constexpr (sizeof(Elem) == 2) {
+float LoadElem(const Elem* p, size_t d, size_t i) {
+  if constexpr (std::is_same_v<Elem, int8_t>) {
+    return KvInt8Value(p, d, i);
+  } else if constexpr (sizeof(Elem) == 2) {
     return Bf16ToF32(p[i]);
   } else {
     return p[i];
@@ -138,7 +143,7 @@ float ScoreRows(const float* q, size_t d, const Elem* const* k_rows, size_t offs
   for (size_t j = 0; j < n; ++j) {
     const Elem* k = k_rows[j] + offset;
     float dot = 0.0f;
-    for (size_t c = 0; c < d; ++c) dot += q[c] * LoadElem(k, c);
+    for (size_t c = 0; c < d; ++c) dot += q[c] * LoadElem(k, d, c);
     scores[j] = dot * scale;
     max_score = std::max(max_score, scores[j]);
   }
@@ -158,7 +163,7 @@ void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* con
   for (size_t j = 0; j < n; ++j) {
     const float p = scores[j] / denom;
     const Elem* v = v_rows[j] + offset;
-    for (size_t c = 0; c < d; ++c) out[c] += p * LoadElem(v, c);
+    for (size_t c = 0; c < d; ++c) out[c] += p * LoadElem(v, d, c);
   }
 }
 
@@ -176,7 +181,7 @@ void AttendPartial(const float* q, size_t d, const Elem* const* k_rows, const El
   std::fill(partial, partial + d, 0.0f);
   for (size_t j = 0; j < n; ++j) {
     const Elem* v = v_rows[j] + offset;
-    for (size_t c = 0; c < d; ++c) partial[c] += scores[j] * LoadElem(v, c);
+    for (size_t c = 0; c < d; ++c) partial[c] += scores[j] * LoadElem(v, d, c);
   }
   partial[d] = max_score;
   partial[d + 1] = sum;
@@ -189,6 +194,11 @@ void AttendBf16(const float* q, size_t d, const uint16_t* const* k_rows, const u
 
 void AttendF32(const float* q, size_t d, const float* const* k_rows, const float* const* v_rows, size_t offset,
                size_t n, float scale, float sink, float* scratch, float* out) {
+  Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
+}
+
+void AttendInt8(const float* q, size_t d, const int8_t* const* k_rows, const int8_t* const* v_rows, size_t offset,
+                size_t n, float scale, float sink, float* scratch, float* out) {
   Attend(q, d, k_rows, v_rows, offset, n, scale, sink, scratch, out);
 }
 
@@ -355,6 +365,9 @@ void FillReferenceKernels(KernelTable& t) {
   t.attend_group_f32 = AttendEachHead<float, Attend<float>>;
   t.attend_partial_bf16 = PartialEachHead<uint16_t, AttendPartial<uint16_t>>;
   t.attend_partial_f32 = PartialEachHead<float, AttendPartial<float>>;
+  t.attend_int8 = AttendInt8;
+  t.attend_group_int8 = AttendEachHead<int8_t, Attend<int8_t>>;
+  t.attend_partial_int8 = PartialEachHead<int8_t, AttendPartial<int8_t>>;
   t.attend_isa = "scalar";
   t.quantize_q8 = QuantizeQ8;
   t.quantize_q8_isa = "scalar";

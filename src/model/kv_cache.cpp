@@ -6,15 +6,34 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "kernels/kv_int8.h"
 
 namespace tessera {
 
-const char* KvTypeName(KvType type) { return type == KvType::kBF16 ? "bf16" : "f32"; }
+const char* KvTypeName(KvType type) {
+  switch (type) {
+    case KvType::kBF16: return "bf16";
+    case KvType::kF32: return "f32";
+    case KvType::kInt8: return "int8";
+  }
+  return "?";
+}
 
 KvType ParseKvType(const std::string& name) {
   if (name == "bf16") return KvType::kBF16;
   if (name == "f32") return KvType::kF32;
-  Fail("unknown KV cache type '", name, "' (expected bf16 or f32)");
+  if (name == "int8") return KvType::kInt8;
+  Fail("unknown KV cache type '", name, "' (expected bf16, f32 or int8)");
+}
+
+size_t KvHeadBytes(int64_t head_dim, KvType type) {
+  const size_t d = static_cast<size_t>(head_dim);
+  switch (type) {
+    case KvType::kBF16: return 2 * d;
+    case KvType::kF32: return 4 * d;
+    case KvType::kInt8: return KvInt8HeadBytes(d);
+  }
+  return 0;
 }
 
 KvCache::KvCache(const ModelConfig& config, int64_t context, KvType type, int64_t rollback)
@@ -28,8 +47,7 @@ KvCache::KvCache(const ModelConfig& config, int64_t context, KvType type, int64_
          config.max_position_embeddings);
   }
   if (rollback < 0) Fail("rollback must be non-negative (got ", rollback, ")");
-  row_elems_ = static_cast<size_t>(config.num_key_value_heads * config.head_dim);
-  elem_size_ = type == KvType::kBF16 ? 2 : 4;
+  row_bytes_ = static_cast<size_t>(config.num_key_value_heads) * KvHeadBytes(config.head_dim, type);
   layers_.resize(config.num_hidden_layers);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     Layer& layer = layers_[l];
@@ -40,7 +58,7 @@ KvCache::KvCache(const ModelConfig& config, int64_t context, KvType type, int64_
 }
 
 uint64_t KvCache::BytesFor(const ModelConfig& config, int64_t positions, KvType type, int64_t rollback) {
-  const uint64_t row = static_cast<uint64_t>(config.num_key_value_heads * config.head_dim) * (type == KvType::kBF16 ? 2 : 4);
+  const uint64_t row = static_cast<uint64_t>(config.num_key_value_heads) * KvHeadBytes(config.head_dim, type);
   uint64_t slots = 0;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     const bool sliding = config.layer_types[l] == LayerType::kSlidingAttention;
@@ -83,7 +101,7 @@ void KvCache::Reserve(int64_t positions) {
   const auto refuse = [&] {
     Fail("the KV cache for ", positions, " positions needs ", FormatMemorySize(bytes() + more), " (", KvTypeName(type_),
          ", ", layers_.size(), " layers); only ", FormatMemorySize(available),
-         " of memory is available (lower -c or the prompt", type_ == KvType::kF32 ? ", or use --kv-type bf16)" : ")");
+         " of memory is available (lower -c or the prompt", type_ == KvType::kF32 ? ", or use --kv-type bf16 or int8)" : type_ == KvType::kBF16 ? ", or use --kv-type int8)" : ")");
   };
   if (more > available) refuse();
   try {
@@ -167,7 +185,7 @@ void KvCache::CopyPrefixFrom(const KvCache& source, int64_t n) {
     Fail("KV cache: cannot copy ", n, " positions (this cache holds ", length_, ", the source ", source.length_, ")");
   }
   if (type_ != source.type_ || context_ != source.context_ || rollback_ != source.rollback_ ||
-      row_elems_ != source.row_elems_ || layers_.size() != source.layers_.size()) {
+      row_bytes_ != source.row_bytes_ || layers_.size() != source.layers_.size()) {
     Fail("KV cache: cannot copy a prefix between caches of different layouts");
   }
   if (rope_tracker_ || source.rope_tracker_) Fail("KV cache: a length-dependent rope's cache cannot share a prefix");

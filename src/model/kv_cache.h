@@ -1,7 +1,7 @@
 // Key/value cache for one sequence.
 //
 // Per layer, keys and values (after RoPE) of every cached position, [slot][kv_head][head_dim],
-// in the cache's element type (BF16 by default, F32 for the exact path). Full-attention layers
+// in the cache's element type (BF16 by default, F32 for the exact path, or int8). Full-attention layers
 // hold every position up to the context size (slot = position). Sliding-window layers hold only
 // a ring of `window + rollback` slots (slot = position % capacity): the window the next token can
 // see, plus room to roll back up to `rollback` positions without losing keys still in view.
@@ -30,9 +30,13 @@
 
 namespace tessera {
 
-enum class KvType { kBF16, kF32 };
+// Element type of the cache: BF16, f32 (the exact path), or int8 codes with one f32 scale per
+// 32 channels of a head (kernels/kv_int8.h; about 0.56 of BF16's bytes at head_dim 128).
+enum class KvType { kBF16, kF32, kInt8 };
 const char* KvTypeName(KvType type);
-KvType ParseKvType(const std::string& name);  // "bf16" | "f32"; throws tessera::Error otherwise
+KvType ParseKvType(const std::string& name);  // "bf16" | "f32" | "int8"; throws tessera::Error otherwise
+// Bytes of one head's key (or value) vector of head_dim values in the cache.
+size_t KvHeadBytes(int64_t head_dim, KvType type);
 
 class KvCache {
  public:
@@ -68,10 +72,10 @@ class KvCache {
   // Not for length-dependent ropes (their frequencies depend on the sequence's own history).
   void CopyPrefixFrom(const KvCache& source, int64_t n);
 
-  // Storage access for the attention code. Element size is 2 (BF16) or 4 (F32).
+  // Storage access for the attention code: kv_heads heads of KvHeadBytes(head_dim, type()) bytes.
   bool sliding(int layer) const { return layers_[layer].sliding; }
   int64_t capacity(int layer) const { return layers_[layer].capacity; }
-  // Pointer to the K (or V) row of `position` in `layer`: kv_heads * head_dim elements.
+  // Pointer to the K (or V) row of `position` in `layer`: kv_heads heads, one after the other.
   uint8_t* KeyRow(int layer, int64_t position);
   uint8_t* ValueRow(int layer, int64_t position);
   // A forward pass is about to write positions [start, end), start == length(): reserves their
@@ -104,7 +108,7 @@ class KvCache {
     int64_t allocated = 0;           // slots with storage, <= capacity
     std::vector<uint8_t> keys, values;
   };
-  size_t RowBytes() const { return row_elems_ * elem_size_; }
+  size_t RowBytes() const { return row_bytes_; }
   // The first sliding layer whose ring no longer holds every position the token at n would see
   // (the sequence cannot be cut to n positions and continue), or -1.
   int LayerLosing(int64_t n) const;
@@ -116,8 +120,7 @@ class KvCache {
   // Highest position ever written. A ring slot holds the latest position written to it, so
   // position q is intact iff q > max_written_ - capacity (truncation does not restore rows).
   int64_t max_written_ = -1;
-  size_t row_elems_;
-  size_t elem_size_;
+  size_t row_bytes_;
   std::vector<Layer> layers_;
   std::optional<RopeFrequencyTracker> rope_tracker_;  // made on first length-dependent use
 };

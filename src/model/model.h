@@ -129,9 +129,9 @@ class Model {
   // every dense matrix (attention, MLP, router, lm_head) and the embedding row once, on MoE
   // layers top_k experts' gate_up and down, and the keys and values the attention reads
   // (min(position + 1, window) rows on sliding layers, position + 1 on full ones) at
-  // `kv_element_bytes` each. Norms and biases (a few KB per layer) are left out. The decode
-  // roofline is measured read bandwidth / this.
-  double DecodeBytes(int64_t position, size_t kv_element_bytes) const;
+  // `kv_head_bytes` per head vector (KvHeadBytes of the cache's type; 0: weights only). Norms and
+  // biases (a few KB per layer) are left out. The decode roofline is measured read bandwidth / this.
+  double DecodeBytes(int64_t position, size_t kv_head_bytes) const;
   // The formats a decode step's matrices are held in, with their share of its weight bytes,
   // largest first: "nm-bf16 78 %, bf16 22 %" (bench labels, tests).
   std::string LinearFormatsInUse() const;

@@ -324,11 +324,11 @@ std::string Model::LinearFormatsInUse() const {
   return out;
 }
 
-double Model::DecodeBytes(int64_t position, size_t kv_element_bytes) const {
+double Model::DecodeBytes(int64_t position, size_t kv_head_bytes) const {
   const ModelConfig& c = config_;
   double bytes = static_cast<double>(c.hidden_size * DTypeSize(embed_dtype_));  // the embedding row
   ForEachMatrixOfAToken([&](const LinearWeights& w, double times) { bytes += times * w.BytesPerMatrix(); });
-  const double kv_row = 2.0 * c.num_key_value_heads * c.head_dim * kv_element_bytes;  // key + value
+  const double kv_row = 2.0 * static_cast<double>(c.num_key_value_heads) * static_cast<double>(kv_head_bytes);  // key + value
   for (const DecoderLayer& L : layers_) {
     const int64_t window = L.attention.sliding ? c.sliding_window.value_or(position + 1) : position + 1;
     bytes += kv_row * static_cast<double>(std::min(position + 1, window));

@@ -10,13 +10,22 @@
 #include "core/thread_pool.h"
 #include "kernels/attend_blocked.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_int8.h"
 #include "model/layers.h"
 
 namespace tessera {
 namespace {
 
-inline void StoreKv(uint16_t* p, int64_t i, float v) { p[i] = F32ToBf16(v); }
-inline void StoreKv(float* p, int64_t i, float v) { p[i] = v; }
+// heads vectors of d floats (x + i d) into the cache's element type, head i at out + i stride.
+inline void StoreKv(const float* x, int64_t heads, int64_t d, int64_t /*stride*/, uint16_t* out) {
+  for (int64_t i = 0; i < heads * d; ++i) out[i] = F32ToBf16(x[i]);
+}
+inline void StoreKv(const float* x, int64_t heads, int64_t d, int64_t /*stride*/, float* out) {
+  std::memcpy(out, x, static_cast<size_t>(heads * d) * sizeof(float));
+}
+inline void StoreKv(const float* x, int64_t heads, int64_t d, int64_t stride, int8_t* out) {
+  for (int64_t i = 0; i < heads; ++i) QuantizeKvInt8(x + i * d, static_cast<size_t>(d), out + i * stride);
+}
 
 }  // namespace
 
@@ -61,7 +70,9 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
 
   auto run = [&](auto elem_tag) {
     using Elem = decltype(elem_tag);
-    const int64_t row = Nkv * D;
+    // A head's vector in Elem units (D for BF16 and f32; codes and scales for int8).
+    const int64_t head_stride = static_cast<int64_t>(KvHeadBytes(D, cache.type()) / sizeof(Elem));
+    const int64_t row = Nkv * head_stride;
     // For the profile: the key and value rows every query reads (its window of positions).
     const int64_t seen = w.sliding ? shape.window.value_or(start + T) : start + T;
     double kv_bytes = 0.0;
@@ -71,10 +82,8 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
     // The batch's keys and values in the cache's element type, so a position reads the same
     // values whether it came from this call or from the cache (batch-size invariance).
     std::vector<Elem> kb(T * row), vb(T * row);
-    for (int64_t i = 0; i < T * row; ++i) {
-      StoreKv(kb.data(), i, k[i]);
-      StoreKv(vb.data(), i, v[i]);
-    }
+    StoreKv(k, T * Nkv, D, head_stride, kb.data());
+    StoreKv(v, T * Nkv, D, head_stride, vb.data());
     auto key_row = [&](int64_t pos) -> const Elem* {
       return pos >= start ? &kb[(pos - start) * row] : reinterpret_cast<const Elem*>(cache.KeyRow(layer, pos));
     };
@@ -134,12 +143,12 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
         if (split && block > 0) return;  // this query has one block, computed by the unit's first task
         std::vector<float>& own = partials[thread];
         own.resize(blocks > 1 ? blocks * static_cast<size_t>(slice) * partial_floats : 0);
-        AttendBlocked(kt, qv, D, slice, D, ks, vs, kvh * D, n, scale, &w.sinks[hd], scores.data(), own.data(), o, D);
+        AttendBlocked(kt, qv, D, slice, D, ks, vs, kvh * head_stride, n, scale, &w.sinks[hd], scores.data(), own.data(), o, D);
         return;
       }
       if (static_cast<size_t>(block) >= blocks) return;  // an earlier query of the batch sees fewer blocks
       float* unit_partials = &split_partials[static_cast<size_t>(unit) * unit_floats];
-      AttendOneBlock(kt, qv, D, slice, D, ks, vs, kvh * D, n, static_cast<size_t>(block), scale, scores.data(),
+      AttendOneBlock(kt, qv, D, slice, D, ks, vs, kvh * head_stride, n, static_cast<size_t>(block), scale, scores.data(),
                      unit_partials + static_cast<size_t>(block * slice) * partial_floats);
       // acq_rel: the last block to finish sees every other block's partial before merging.
       if (blocks_done[unit].fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<int64_t>(blocks)) {
@@ -154,10 +163,10 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
       std::memcpy(cache.ValueRow(layer, pos), &vb[(pos - start) * row], row * sizeof(Elem));
     }
   };
-  if (cache.type() == KvType::kBF16) {
-    run(uint16_t{});
-  } else {
-    run(float{});
+  switch (cache.type()) {
+    case KvType::kBF16: run(uint16_t{}); break;
+    case KvType::kF32: run(float{}); break;
+    case KvType::kInt8: run(int8_t{}); break;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/kernels.h"
 #include "kernels/kv_int8.h"
@@ -29,6 +30,29 @@ inline __m512 LoadKv16(const Elem* head, size_t /*d*/, size_t c, __mmask16 m) { 
 inline __m512 LoadKv16(const int8_t* head, size_t d, size_t c, __mmask16 m) {
   const __m512 codes = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, head + c)));
   return _mm512_maskz_mul_ps(m, codes, _mm512_set1_ps(KvInt8Scale(head, d, c)));
+}
+
+// Bytes of one key/value head of d channels.
+template <typename Elem>
+constexpr size_t HeadBytes(size_t d) {
+  if constexpr (std::is_same_v<Elem, int8_t>) {
+    return KvInt8HeadBytes(d);
+  } else {
+    return d * sizeof(Elem);
+  }
+}
+
+// Rows are reached through pointers and a head is a short piece of each (e.g. 144 of 1152 bytes
+// at 8 int8 heads of 128): the hardware prefetchers see no stream, and at a few thousand
+// positions the loop would wait on each row's lines. The score loop therefore asks for the key
+// and value lines of the row kRowsAhead positions on (keys to L1, values to L2 for the value pass
+// that follows over the same block).
+constexpr size_t kRowsAhead = 16;
+template <_mm_hint kHint>
+inline void PrefetchHead(const void* head, size_t bytes) {
+  const char* p = static_cast<const char*>(head);
+  for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, kHint);
+  _mm_prefetch(p + bytes - 1, kHint);  // a head may straddle one more line
 }
 
 // exp(x) for x <= 0 (scores minus their maximum); inputs below -87 give about 1e-38 instead of
@@ -89,23 +113,31 @@ void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* con
 // then m and l after each head's d channels.
 constexpr size_t kHeadTile = 8;
 
-template <bool kPartial, typename Elem>
-void AttendTile(const float* q, size_t q_stride, size_t heads, size_t d, const Elem* const* k_rows,
+// kHeads is a template argument so that the accumulators stay in registers (a run-time count
+// kept them on the stack, each FMA a store-forwarding round trip: about 2x slower).
+template <bool kPartial, typename Elem, size_t kHeads>
+void AttendTile(const float* q, size_t q_stride, size_t d, const Elem* const* k_rows,
                 const Elem* const* v_rows, size_t offset, size_t n, float scale, const float* sinks, float* scratch,
                 float* out, size_t out_stride) {
+  constexpr size_t heads = kHeads;
   float max_score[kHeadTile];
   for (size_t h = 0; h < heads; ++h) max_score[h] = kPartial ? -INFINITY : sinks[h];
+  const size_t head_bytes = HeadBytes<Elem>(d);
   for (size_t j = 0; j < n; ++j) {
+    if (j + kRowsAhead < n) {
+      PrefetchHead<_MM_HINT_T0>(k_rows[j + kRowsAhead] + offset, head_bytes);
+      PrefetchHead<_MM_HINT_T1>(v_rows[j + kRowsAhead] + offset, head_bytes);
+    }
     const Elem* k = k_rows[j] + offset;
-    __m512 acc[kHeadTile];
+    __m512 acc[kHeads];
 #pragma GCC unroll 8
-    for (size_t h = 0; h < kHeadTile; ++h) acc[h] = _mm512_setzero_ps();
+    for (size_t h = 0; h < kHeads; ++h) acc[h] = _mm512_setzero_ps();
     for (size_t c = 0; c < d; c += 16) {
       const __mmask16 m = TailMask(d - c);
       const __m512 kv = LoadKv16(k, d, c, m);
 #pragma GCC unroll 8
-      for (size_t h = 0; h < kHeadTile; ++h) {
-        if (h < heads) acc[h] = _mm512_fmadd_ps(Load16(q + h * q_stride + c, m), kv, acc[h]);
+      for (size_t h = 0; h < kHeads; ++h) {
+        acc[h] = _mm512_fmadd_ps(Load16(q + h * q_stride + c, m), kv, acc[h]);
       }
     }
     for (size_t h = 0; h < heads; ++h) {
@@ -130,14 +162,14 @@ void AttendTile(const float* q, size_t q_stride, size_t heads, size_t d, const E
   }
   for (size_t c = 0; c < d; c += 16) {
     const __mmask16 m = TailMask(d - c);
-    __m512 acc[kHeadTile];
+    __m512 acc[kHeads];
 #pragma GCC unroll 8
-    for (size_t h = 0; h < kHeadTile; ++h) acc[h] = _mm512_setzero_ps();
+    for (size_t h = 0; h < kHeads; ++h) acc[h] = _mm512_setzero_ps();
     for (size_t j = 0; j < n; ++j) {
       const __m512 vv = LoadKv16(v_rows[j] + offset, d, c, m);
 #pragma GCC unroll 8
-      for (size_t h = 0; h < kHeadTile; ++h) {
-        if (h < heads) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(scratch[h * n + j]), vv, acc[h]);
+      for (size_t h = 0; h < kHeads; ++h) {
+        acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(scratch[h * n + j]), vv, acc[h]);
       }
     }
     for (size_t h = 0; h < heads; ++h) {
@@ -152,14 +184,28 @@ void AttendTile(const float* q, size_t q_stride, size_t heads, size_t d, const E
   }
 }
 
+// AttendTile for a run-time tile of 1 to kHeadTile heads.
+template <bool kPartial, typename Elem>
+void AttendTileOf(size_t heads, const float* q, size_t q_stride, size_t d, const Elem* const* k_rows,
+                  const Elem* const* v_rows, size_t offset, size_t n, float scale, const float* sinks, float* scratch,
+                  float* out, size_t out_stride) {
+  using Fn = decltype(&AttendTile<kPartial, Elem, 1>);
+  static constexpr Fn kTiles[kHeadTile] = {
+      AttendTile<kPartial, Elem, 1>, AttendTile<kPartial, Elem, 2>, AttendTile<kPartial, Elem, 3>,
+      AttendTile<kPartial, Elem, 4>, AttendTile<kPartial, Elem, 5>, AttendTile<kPartial, Elem, 6>,
+      AttendTile<kPartial, Elem, 7>, AttendTile<kPartial, Elem, 8>};
+  static_assert(kHeadTile == 8, "one entry per tile size");
+  kTiles[heads - 1](q, q_stride, d, k_rows, v_rows, offset, n, scale, sinks, scratch, out, out_stride);
+}
+
 template <typename Elem>
 void AttendGroup(const float* q, size_t q_stride, size_t heads, size_t d, const Elem* const* k_rows,
                  const Elem* const* v_rows, size_t offset, size_t n, float scale, const float* sinks, float* scratch,
                  float* out, size_t out_stride) {
   for (size_t h0 = 0; h0 < heads; h0 += kHeadTile) {
     const size_t tile = heads - h0 < kHeadTile ? heads - h0 : kHeadTile;
-    AttendTile<false>(q + h0 * q_stride, q_stride, tile, d, k_rows, v_rows, offset, n, scale, sinks + h0,
-                      scratch + h0 * n, out + h0 * out_stride, out_stride);
+    AttendTileOf<false>(tile, q + h0 * q_stride, q_stride, d, k_rows, v_rows, offset, n, scale, sinks + h0,
+                        scratch + h0 * n, out + h0 * out_stride, out_stride);
   }
 }
 
@@ -169,8 +215,8 @@ void AttendPartialGroup(const float* q, size_t q_stride, size_t heads, size_t d,
                         float* partial, size_t partial_stride) {
   for (size_t h0 = 0; h0 < heads; h0 += kHeadTile) {
     const size_t tile = heads - h0 < kHeadTile ? heads - h0 : kHeadTile;
-    AttendTile<true>(q + h0 * q_stride, q_stride, tile, d, k_rows, v_rows, offset, n, scale, nullptr,
-                     scratch + h0 * n, partial + h0 * partial_stride, partial_stride);
+    AttendTileOf<true>(tile, q + h0 * q_stride, q_stride, d, k_rows, v_rows, offset, n, scale, nullptr,
+                       scratch + h0 * n, partial + h0 * partial_stride, partial_stride);
   }
 }
 

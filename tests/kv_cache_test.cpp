@@ -52,6 +52,15 @@ TEST(KvCacheLimits, AllocatesOnlyWhatTheSequenceUses) {
   EXPECT_EQ(KvCache::BytesFor(c, 1000, KvType::kBF16), 2u * (12 * 1000 + 12 * 192) * 8 * 64 * 2);
 }
 
+// int8 heads (kernels/kv_int8.h): 64 codes and 2 f32 scales per head of 64.
+TEST(KvCacheLimits, Int8BytesFollowTheHeadLayout) {
+  const ModelConfig c = TwentyBLikeConfig();
+  EXPECT_EQ(KvCache::BytesFor(c, 1000, KvType::kInt8), 2u * (12 * 1000 + 12 * 192) * 8 * (64 + 8));
+  KvCache cache(c, int64_t{1} << 30, KvType::kInt8);
+  cache.Reserve(1000);
+  EXPECT_GE(cache.bytes(), KvCache::BytesFor(c, 1000, KvType::kInt8));
+}
+
 TEST(KvCacheLimits, RefusesAContextBeyondTheModelNamingBoth) {
   ModelConfig c = TwentyBLikeConfig();
   c.max_position_embeddings = 131072;

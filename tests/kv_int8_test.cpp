@@ -1,5 +1,5 @@
 // The int8 KV cache element (kernels/kv_int8.h, --kv-type int8): the quantizer's layout and error
-// bound, its edge cases, the cache's byte count, and attention over int8 rows against attention
+// bound, its edge cases, and attention over int8 rows against attention
 // over the unquantized rows.
 #include <gtest/gtest.h>
 
@@ -72,23 +72,6 @@ TEST(KvInt8, ZeroBlocksAndNonFiniteValues) {
   x[3] = std::nanf("");
   QuantizeKvInt8(x.data(), d, head.data());
   EXPECT_TRUE(std::isnan(KvInt8Value(head.data(), d, 5)));
-}
-
-// The cache's bytes follow the head layout: gpt-oss-20b's shape (8 key/value heads of 64) at
-// 1000 positions, 12 full layers and 12 rings of 128 + 64.
-TEST(KvInt8, CacheBytesFollowTheHeadLayout) {
-  ModelConfig c;
-  c.num_hidden_layers = 24;
-  c.num_attention_heads = 64;
-  c.num_key_value_heads = 8;
-  c.head_dim = 64;
-  c.sliding_window = 128;
-  c.max_position_embeddings = 4096;
-  for (int l = 0; l < 24; ++l) c.layer_types.push_back(l % 2 ? LayerType::kFullAttention : LayerType::kSlidingAttention);
-  EXPECT_EQ(KvCache::BytesFor(c, 1000, KvType::kInt8), 2u * (12 * 1000 + 12 * 192) * 8 * (64 + 8));
-  KvCache cache(c, 4096, KvType::kInt8);
-  cache.Reserve(1000);
-  EXPECT_GE(cache.bytes(), KvCache::BytesFor(c, 1000, KvType::kInt8));
 }
 
 // Attention over int8 rows against the same attention over the f32 rows they were quantized from:

@@ -86,11 +86,17 @@ def post(path, body, extra_headers=b""):
 
 
 def long_stream(result):
+    # Long streams back to back until the hostile requests are over (result["stop"], set by the
+    # main thread): a faster server must not let the stream end before the attack is under way.
     body = json.dumps({"prompt": "def main():", "max_tokens": 2000, "stream": True, "temperature": 0})
-    out, _, _ = exchange(post("/v1/completions", body), timeout=300)
-    result["end"] = time.time()
-    result["events"] = out.count(b"data: ")
-    result["done"] = b"data: [DONE]" in out and b'"finish_reason":"length"' in out
+    result["events"], result["done"] = 0, True
+    while True:
+        out, _, _ = exchange(post("/v1/completions", body), timeout=300)
+        result["end"] = time.time()
+        result["events"] += out.count(b"data: ")
+        result["done"] = result["done"] and b"data: [DONE]" in out and b'"finish_reason":"length"' in out
+        if result.get("stop") or not result["done"]:
+            return
 
 
 def nested_bodies():
@@ -190,6 +196,7 @@ def main():
     if status_of(out) != 404:
         fail("a path that is not UTF-8: %r" % out[:300])
 
+    stream["stop"] = True
     streamer.join(timeout=300)
     if not stream.get("done"):
         fail("the long stream did not reach its end while the hostile requests ran: %r" % stream)

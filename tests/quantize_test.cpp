@@ -115,8 +115,10 @@ void WriteDenseTinyA(const std::string& dir, DType dtype, const Poison& poison =
 class QuantizeCheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = ::testing::TempDir() + "tessera_quantize_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    // A parameterized test's name ends in "/N": flattened, so that TearDown removes the whole folder.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    root_ = ::testing::TempDir() + "tessera_quantize_" + std::to_string(::getpid()) + "_" + name;
     fs::remove_all(root_);
     fs::create_directories(root_);
   }

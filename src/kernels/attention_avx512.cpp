@@ -48,7 +48,8 @@ constexpr size_t HeadBytes(size_t d) {
 // and value lines of the row kRowsAhead positions on (keys to L1, values to L2 for the value pass
 // that follows over the same block).
 constexpr size_t kRowsAhead = 16;
-template <_mm_hint kHint>
+// GCC declares the hints as enum _mm_hint, clang as int macros: take whichever type they have.
+template <decltype(_MM_HINT_T0) kHint>
 inline void PrefetchHead(const void* head, size_t bytes) {
   const char* p = static_cast<const char*>(head);
   for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, kHint);

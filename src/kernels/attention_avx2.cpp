@@ -7,9 +7,10 @@
 #include <cmath>
 
 #include "core/dtype.h"
-#include "kernels/attend_each_head.h"
+#include "kernels/attend_head_tiles.h"
 #include "kernels/kernels.h"
 #include "kernels/kv_int8.h"
+#include "kernels/kv_prefetch.h"
 
 namespace tessera {
 namespace {
@@ -57,62 +58,95 @@ inline __m256 Exp(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 
-// kPartial (attend_partial_*): no sink, the weighted sum left unnormalised, then m and l after
-// the d channels of `out`; otherwise attend_*'s normalised result with the sink.
-template <bool kPartial, typename Elem>
-void AttendRows(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset,
-                size_t n, float scale, float sink, float* scores, float* out) {
+// kHeads queries of a GQA group (query h at q + h q_stride, its scores at scores + h n, its
+// result at out + h out_stride) against the same n rows, each key/value vector loaded and widened
+// once for all of them. Each query gets exactly the operations it gets alone (kHeads = 1): the
+// same FMA chains, reductions, exp and normalisation, so tiles never change a result.
+// kPartial (attend_partial_*): no sinks (`sinks` unused), each weighted sum left unnormalised,
+// then m and l after its d channels; otherwise attend_*'s normalised result with sinks[h].
+template <bool kPartial, typename Elem, size_t kHeads>
+void AttendTile(const float* q, size_t q_stride, size_t d, const Elem* const* k_rows, const Elem* const* v_rows,
+                size_t offset, size_t n, float scale, const float* sinks, float* scores, float* out,
+                size_t out_stride) {
   const size_t d8 = d / 8 * 8;
-  float max_score = kPartial ? -INFINITY : sink;
+  float max_score[kHeads];
+  for (size_t h = 0; h < kHeads; ++h) max_score[h] = kPartial ? -INFINITY : sinks[h];
+  const size_t head_bytes = HeadBytes<Elem>(d);
   for (size_t j = 0; j < n; ++j) {
+    PrefetchRowsAhead(k_rows, v_rows, offset, j, n, head_bytes);
     const Elem* k = k_rows[j] + offset;
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t c = 0; c < d8; c += 8) acc = _mm256_fmadd_ps(Load8(q + c), LoadKv8(k, d, c), acc);
-    float dot = HorizontalSum(acc);
-    for (size_t c = d8; c < d; ++c) dot += q[c] * LoadKv1(k, d, c);
-    scores[j] = dot * scale;
-    max_score = scores[j] > max_score ? scores[j] : max_score;
+    __m256 acc[kHeads];
+#pragma GCC unroll 8
+    for (size_t h = 0; h < kHeads; ++h) acc[h] = _mm256_setzero_ps();
+    for (size_t c = 0; c < d8; c += 8) {
+      const __m256 kv = LoadKv8(k, d, c);
+#pragma GCC unroll 8
+      for (size_t h = 0; h < kHeads; ++h) acc[h] = _mm256_fmadd_ps(Load8(q + h * q_stride + c), kv, acc[h]);
+    }
+    for (size_t h = 0; h < kHeads; ++h) {
+      float dot = HorizontalSum(acc[h]);
+      for (size_t c = d8; c < d; ++c) dot += q[h * q_stride + c] * LoadKv1(k, d, c);
+      float& score = scores[h * n + j];
+      score = dot * scale;
+      max_score[h] = score > max_score[h] ? score : max_score[h];
+    }
   }
   const size_t n8 = n / 8 * 8;
-  const __m256 vmax = _mm256_set1_ps(max_score);
-  __m256 sum = _mm256_setzero_ps();
-  for (size_t j = 0; j < n8; j += 8) {
-    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vmax));
-    _mm256_storeu_ps(scores + j, e);
-    sum = _mm256_add_ps(sum, e);
+  float inv[kHeads];
+  for (size_t h = 0; h < kHeads; ++h) {
+    float* head_scores = scores + h * n;
+    const __m256 vmax = _mm256_set1_ps(max_score[h]);
+    __m256 sum = _mm256_setzero_ps();
+    for (size_t j = 0; j < n8; j += 8) {
+      const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(head_scores + j), vmax));
+      _mm256_storeu_ps(head_scores + j, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    float total = HorizontalSum(sum) + (kPartial ? 0.0f : std::exp(sinks[h] - max_score[h]));
+    for (size_t j = n8; j < n; ++j) {
+      head_scores[j] = std::exp(head_scores[j] - max_score[h]);
+      total += head_scores[j];
+    }
+    inv[h] = kPartial ? 1.0f : 1.0f / total;
+    if constexpr (kPartial) {
+      out[h * out_stride + d] = max_score[h];
+      out[h * out_stride + d + 1] = total;
+    }
   }
-  float total = HorizontalSum(sum) + (kPartial ? 0.0f : std::exp(sink - max_score));
-  for (size_t j = n8; j < n; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    total += scores[j];
-  }
-  const float inv = kPartial ? 1.0f : 1.0f / total;
   for (size_t c = 0; c < d8; c += 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t j = 0; j < n; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), LoadKv8(v_rows[j] + offset, d, c), acc);
-    _mm256_storeu_ps(out + c, kPartial ? acc : _mm256_mul_ps(acc, _mm256_set1_ps(inv)));
+    __m256 acc[kHeads];
+#pragma GCC unroll 8
+    for (size_t h = 0; h < kHeads; ++h) acc[h] = _mm256_setzero_ps();
+    for (size_t j = 0; j < n; ++j) {
+      const __m256 vv = LoadKv8(v_rows[j] + offset, d, c);
+#pragma GCC unroll 8
+      for (size_t h = 0; h < kHeads; ++h) acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(scores[h * n + j]), vv, acc[h]);
+    }
+    for (size_t h = 0; h < kHeads; ++h) {
+      _mm256_storeu_ps(out + h * out_stride + c, kPartial ? acc[h] : _mm256_mul_ps(acc[h], _mm256_set1_ps(inv[h])));
+    }
   }
-  for (size_t c = d8; c < d; ++c) {
-    float acc = 0.0f;
-    for (size_t j = 0; j < n; ++j) acc += scores[j] * LoadKv1(v_rows[j] + offset, d, c);
-    out[c] = kPartial ? acc : acc * inv;
-  }
-  if constexpr (kPartial) {
-    out[d] = max_score;
-    out[d + 1] = total;
+  for (size_t h = 0; h < kHeads; ++h) {
+    for (size_t c = d8; c < d; ++c) {
+      float acc = 0.0f;
+      for (size_t j = 0; j < n; ++j) acc += scores[h * n + j] * LoadKv1(v_rows[j] + offset, d, c);
+      out[h * out_stride + c] = kPartial ? acc : acc * inv[h];
+    }
   }
 }
+
+// A tile of 8 heads keeps 8 accumulators, the widened row and a query load in 10 of the 16
+// ymm registers.
+struct Avx2Tiles {
+  static constexpr size_t kMaxHeads = 8;
+  template <bool kPartial, typename Elem, size_t kHeads, typename... Args>
+  static void Run(Args... args) { AttendTile<kPartial, Elem, kHeads>(args...); }
+};
 
 template <typename Elem>
 void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
             float scale, float sink, float* scores, float* out) {
-  AttendRows<false>(q, d, k_rows, v_rows, offset, n, scale, sink, scores, out);
-}
-
-template <typename Elem>
-void AttendPartial(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset,
-                   size_t n, float scale, float* scores, float* partial) {
-  AttendRows<true>(q, d, k_rows, v_rows, offset, n, scale, 0.0f, scores, partial);
+  AttendTile<false, Elem, 1>(q, 0, d, k_rows, v_rows, offset, n, scale, &sink, scores, out, 0);
 }
 
 void AttendBf16(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows, size_t offset,
@@ -135,13 +169,13 @@ void AttendInt8(const float* q, size_t d, const int8_t* const* k_rows, const int
 void FillAvx2Attention(KernelTable& t) {
   t.attend_bf16 = AttendBf16;
   t.attend_f32 = AttendF32;
-  t.attend_group_bf16 = AttendEachHead<uint16_t, Attend<uint16_t>>;
-  t.attend_group_f32 = AttendEachHead<float, Attend<float>>;
-  t.attend_partial_bf16 = PartialEachHead<uint16_t, AttendPartial<uint16_t>>;
-  t.attend_partial_f32 = PartialEachHead<float, AttendPartial<float>>;
+  t.attend_group_bf16 = AttendGroupInTiles<Avx2Tiles, uint16_t>;
+  t.attend_group_f32 = AttendGroupInTiles<Avx2Tiles, float>;
+  t.attend_partial_bf16 = PartialGroupInTiles<Avx2Tiles, uint16_t>;
+  t.attend_partial_f32 = PartialGroupInTiles<Avx2Tiles, float>;
   t.attend_int8 = AttendInt8;
-  t.attend_group_int8 = AttendEachHead<int8_t, Attend<int8_t>>;
-  t.attend_partial_int8 = PartialEachHead<int8_t, AttendPartial<int8_t>>;
+  t.attend_group_int8 = AttendGroupInTiles<Avx2Tiles, int8_t>;
+  t.attend_partial_int8 = PartialGroupInTiles<Avx2Tiles, int8_t>;
   t.attend_isa = "avx2";
 }
 

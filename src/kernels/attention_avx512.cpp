@@ -7,10 +7,11 @@
 #include <immintrin.h>
 
 #include <cmath>
-#include <type_traits>
 
+#include "kernels/attend_head_tiles.h"
 #include "kernels/kernels.h"
 #include "kernels/kv_int8.h"
+#include "kernels/kv_prefetch.h"
 
 namespace tessera {
 namespace {
@@ -30,30 +31,6 @@ inline __m512 LoadKv16(const Elem* head, size_t /*d*/, size_t c, __mmask16 m) { 
 inline __m512 LoadKv16(const int8_t* head, size_t d, size_t c, __mmask16 m) {
   const __m512 codes = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, head + c)));
   return _mm512_maskz_mul_ps(m, codes, _mm512_set1_ps(KvInt8Scale(head, d, c)));
-}
-
-// Bytes of one key/value head of d channels.
-template <typename Elem>
-constexpr size_t HeadBytes(size_t d) {
-  if constexpr (std::is_same_v<Elem, int8_t>) {
-    return KvInt8HeadBytes(d);
-  } else {
-    return d * sizeof(Elem);
-  }
-}
-
-// Rows are reached through pointers and a head is a short piece of each (e.g. 144 of 1152 bytes
-// at 8 int8 heads of 128): the hardware prefetchers see no stream, and at a few thousand
-// positions the loop would wait on each row's lines. The score loop therefore asks for the key
-// and value lines of the row kRowsAhead positions on (keys to L1, values to L2 for the value pass
-// that follows over the same block).
-constexpr size_t kRowsAhead = 16;
-// GCC declares the hints as enum _mm_hint, clang as int macros: take whichever type they have.
-template <decltype(_MM_HINT_T0) kHint>
-inline void PrefetchHead(const void* head, size_t bytes) {
-  const char* p = static_cast<const char*>(head);
-  for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, kHint);
-  _mm_prefetch(p + bytes - 1, kHint);  // a head may straddle one more line
 }
 
 // exp(x) for x <= 0 (scores minus their maximum); inputs below -87 give about 1e-38 instead of
@@ -78,7 +55,9 @@ template <typename Elem>
 void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
             float scale, float sink, float* scores, float* out) {
   float max_score = sink;
+  const size_t head_bytes = HeadBytes<Elem>(d);
   for (size_t j = 0; j < n; ++j) {
+    PrefetchRowsAhead(k_rows, v_rows, offset, j, n, head_bytes);
     const Elem* k = k_rows[j] + offset;
     __m512 acc = _mm512_setzero_ps();
     for (size_t c = 0; c < d; c += 16) {
@@ -125,10 +104,7 @@ void AttendTile(const float* q, size_t q_stride, size_t d, const Elem* const* k_
   for (size_t h = 0; h < heads; ++h) max_score[h] = kPartial ? -INFINITY : sinks[h];
   const size_t head_bytes = HeadBytes<Elem>(d);
   for (size_t j = 0; j < n; ++j) {
-    if (j + kRowsAhead < n) {
-      PrefetchHead<_MM_HINT_T0>(k_rows[j + kRowsAhead] + offset, head_bytes);
-      PrefetchHead<_MM_HINT_T1>(v_rows[j + kRowsAhead] + offset, head_bytes);
-    }
+    PrefetchRowsAhead(k_rows, v_rows, offset, j, n, head_bytes);
     const Elem* k = k_rows[j] + offset;
     __m512 acc[kHeads];
 #pragma GCC unroll 8
@@ -185,41 +161,11 @@ void AttendTile(const float* q, size_t q_stride, size_t d, const Elem* const* k_
   }
 }
 
-// AttendTile for a run-time tile of 1 to kHeadTile heads.
-template <bool kPartial, typename Elem>
-void AttendTileOf(size_t heads, const float* q, size_t q_stride, size_t d, const Elem* const* k_rows,
-                  const Elem* const* v_rows, size_t offset, size_t n, float scale, const float* sinks, float* scratch,
-                  float* out, size_t out_stride) {
-  using Fn = decltype(&AttendTile<kPartial, Elem, 1>);
-  static constexpr Fn kTiles[kHeadTile] = {
-      AttendTile<kPartial, Elem, 1>, AttendTile<kPartial, Elem, 2>, AttendTile<kPartial, Elem, 3>,
-      AttendTile<kPartial, Elem, 4>, AttendTile<kPartial, Elem, 5>, AttendTile<kPartial, Elem, 6>,
-      AttendTile<kPartial, Elem, 7>, AttendTile<kPartial, Elem, 8>};
-  static_assert(kHeadTile == 8, "one entry per tile size");
-  kTiles[heads - 1](q, q_stride, d, k_rows, v_rows, offset, n, scale, sinks, scratch, out, out_stride);
-}
-
-template <typename Elem>
-void AttendGroup(const float* q, size_t q_stride, size_t heads, size_t d, const Elem* const* k_rows,
-                 const Elem* const* v_rows, size_t offset, size_t n, float scale, const float* sinks, float* scratch,
-                 float* out, size_t out_stride) {
-  for (size_t h0 = 0; h0 < heads; h0 += kHeadTile) {
-    const size_t tile = heads - h0 < kHeadTile ? heads - h0 : kHeadTile;
-    AttendTileOf<false>(tile, q + h0 * q_stride, q_stride, d, k_rows, v_rows, offset, n, scale, sinks + h0,
-                        scratch + h0 * n, out + h0 * out_stride, out_stride);
-  }
-}
-
-template <typename Elem>
-void AttendPartialGroup(const float* q, size_t q_stride, size_t heads, size_t d, const Elem* const* k_rows,
-                        const Elem* const* v_rows, size_t offset, size_t n, float scale, float* scratch,
-                        float* partial, size_t partial_stride) {
-  for (size_t h0 = 0; h0 < heads; h0 += kHeadTile) {
-    const size_t tile = heads - h0 < kHeadTile ? heads - h0 : kHeadTile;
-    AttendTileOf<true>(tile, q + h0 * q_stride, q_stride, d, k_rows, v_rows, offset, n, scale, nullptr,
-                       scratch + h0 * n, partial + h0 * partial_stride, partial_stride);
-  }
-}
+struct Avx512Tiles {
+  static constexpr size_t kMaxHeads = kHeadTile;
+  template <bool kPartial, typename Elem, size_t kHeads, typename... Args>
+  static void Run(Args... args) { AttendTile<kPartial, Elem, kHeads>(args...); }
+};
 
 void AttendBf16(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows, size_t offset,
                 size_t n, float scale, float sink, float* scratch, float* out) {
@@ -241,13 +187,13 @@ void AttendInt8(const float* q, size_t d, const int8_t* const* k_rows, const int
 void FillAvx512Attention(KernelTable& t) {
   t.attend_bf16 = AttendBf16;
   t.attend_f32 = AttendF32;
-  t.attend_group_bf16 = AttendGroup<uint16_t>;
-  t.attend_group_f32 = AttendGroup<float>;
-  t.attend_partial_bf16 = AttendPartialGroup<uint16_t>;
-  t.attend_partial_f32 = AttendPartialGroup<float>;
+  t.attend_group_bf16 = AttendGroupInTiles<Avx512Tiles, uint16_t>;
+  t.attend_group_f32 = AttendGroupInTiles<Avx512Tiles, float>;
+  t.attend_partial_bf16 = PartialGroupInTiles<Avx512Tiles, uint16_t>;
+  t.attend_partial_f32 = PartialGroupInTiles<Avx512Tiles, float>;
   t.attend_int8 = AttendInt8;
-  t.attend_group_int8 = AttendGroup<int8_t>;
-  t.attend_partial_int8 = AttendPartialGroup<int8_t>;
+  t.attend_group_int8 = AttendGroupInTiles<Avx512Tiles, int8_t>;
+  t.attend_partial_int8 = PartialGroupInTiles<Avx512Tiles, int8_t>;
   t.attend_isa = "avx512";
 }
 

@@ -274,7 +274,9 @@ TEST_P(Q8IsaTest, QuantizerFollowsTheDefinition) {
 }
 
 const size_t kColumnCounts[] = {1, 15, 17, 33, 100};
-const size_t kRowCounts[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 17, 64};
+// Around the decode/GEMM switch (9/10) and the GEMM tile heights, and GEMM row counts with
+// several row blocks of unequal height (33, 50).
+const size_t kRowCounts[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 17, 33, 50, 64};
 
 // Every (k, m, n, bias) combination, the whole range and one split at a random multiple of 16,
 // against the reference's bits.
@@ -329,7 +331,7 @@ TEST_P(Q8IsaTest, Int8MatmulMatchesReferenceBits) {
 // +-127, and the largest possible MXFP4 codes (+-6) likewise: no int16 saturation anywhere.
 TEST_P(Q8IsaTest, ExtremeOperandsDoNotSaturate) {
   SCOPED_TRACE(testing::Message() << "seed=" << seed_);
-  const size_t n = 48, k = 256, m = 7;
+  const size_t n = 48, k = 256, m = 19;
   std::uniform_int_distribution<int> byte(0, 255), sign(0, 1);
   Q8Activations x;
   x.m = m, x.k = k;
@@ -359,7 +361,7 @@ TEST_P(Q8IsaTest, ExtremeOperandsDoNotSaturate) {
       }
       w.scales.assign(Q8Mxfp4ScaleBytes(n, k), 127);
     }
-    for (size_t rows : {size_t{1}, size_t{4}, m}) {
+    for (size_t rows : {size_t{1}, size_t{4}, size_t{7}, m}) {
       std::vector<float> want(rows * n, kSentinel), got(rows * n, kSentinel);
       RunQ8(Reference(), w, x.rows(), rows, 0, n, true, want.data(), n);
       RunQ8(table(), w, x.rows(), rows, 0, n, true, got.data(), n);

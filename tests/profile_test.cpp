@@ -1,6 +1,7 @@
 // The decode profile (core/profile.h, `bench --profile`, issue 28 point 1): exclusive times
 // that add up, bytes as the weights and the KV cache give them, nothing recorded on other
-// threads, the pool's counters, and a forward pass whose bits do not change with it on.
+// threads, the pool's counters, and a forward pass whose bits do not change with it on; the
+// prefill profile's ops (`bench --profile-prefill`) as the matmuls and the attention define them.
 #include "core/profile.h"
 
 #include <gtest/gtest.h>
@@ -34,7 +35,7 @@ std::map<std::string, ProfileEntry> ByName(const std::vector<ProfileEntry>& entr
 TEST(Profile, NestedScopesAreExclusiveAndOtherThreadsRecordNothing) {
   StartProfiling();
   {
-    const ProfileScope outer("outer", "", 100.0);
+    const ProfileScope outer("outer", "", 100.0, 3.0, ProfileArithmetic::kInt8);
     BusyFor(std::chrono::microseconds(20000));
     {
       const ProfileScope inner("inner", "x", 7.0);
@@ -55,6 +56,10 @@ TEST(Profile, NestedScopesAreExclusiveAndOtherThreadsRecordNothing) {
   EXPECT_EQ(e.at("inner/x").calls, 2);
   EXPECT_EQ(e.at("inner/x").bytes, 14.0);
   EXPECT_EQ(e.at("outer/").bytes, 100.0);
+  EXPECT_EQ(e.at("outer/").ops, 3.0);
+  EXPECT_EQ(e.at("outer/").arithmetic, ProfileArithmetic::kInt8);
+  EXPECT_EQ(e.at("inner/x").ops, 0.0);
+  EXPECT_EQ(e.at("inner/x").arithmetic, ProfileArithmetic::kF32);
   // Each spent 20 ms of its own; the outer's clock stopped while the inner ran.
   EXPECT_GT(e.at("outer/").seconds, 0.019);
   EXPECT_LT(e.at("outer/").seconds, 0.035);
@@ -107,6 +112,33 @@ TEST(Profile, DecodeStepBytesFollowTheWeightsAndTheCache) {
     for (const PoolThreadProfile& t : pool.threads) EXPECT_GT(t.busy_seconds, 0.0);
     EXPECT_GE(pool.run_seconds, pool.threads[0].busy_seconds);
   }
+}
+
+// A prefill of T tokens after `start` cached positions, logits for every row: the linears' ops are
+// T times the model's matmul FLOPs per token (2 per weight), the attention's 4 D per query head
+// and position seen (a dot product and a weighted sum), with the f32 arithmetic of BF16 weights.
+TEST(Profile, PrefillOpsAreTheMatmulsAndTheAttention) {
+  const auto model = Model::Load(kLlama);
+  const ModelConfig& c = model->config();
+  const int64_t start = 3, T = 9;
+  KvCache cache(model->cache_config(), start + T, KvType::kBF16);
+  std::vector<float> logits;
+  const std::vector<int32_t> first = {5, 6, 7}, prompt = {8, 9, 10, 11, 12, 13, 14, 15, 16};
+  model->Forward(first, 0, cache, LogitsMode::kNone, logits);
+  StartProfiling();
+  model->Forward(prompt, start, cache, LogitsMode::kAll, logits);
+  StopProfiling();
+  double linear_ops = 0.0, attention_ops = 0.0;
+  for (const ProfileEntry& e : ProfileEntries()) {
+    if (e.category == "linear" || e.category == "lm_head") {
+      linear_ops += e.ops;
+      EXPECT_EQ(e.arithmetic, ProfileArithmetic::kF32) << e.detail;
+    }
+    if (e.category == "attention") attention_ops += e.ops;
+  }
+  EXPECT_NEAR(linear_ops, T * model->MatmulFlopsPerToken(), 1e-9 * linear_ops);
+  const double positions = static_cast<double>(T * start + T * (T + 1) / 2);  // query t sees start + t + 1
+  EXPECT_EQ(attention_ops, c.num_hidden_layers * positions * 4.0 * c.num_attention_heads * c.head_dim);
 }
 
 }  // namespace

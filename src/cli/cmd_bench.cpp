@@ -14,7 +14,8 @@
 // repetition rolls the cache back to D. The byte model then counts the D positions' keys and
 // values each decode step reads.
 //
-// --profile: where a decode token's time goes (cli/bench_profile.h).
+// --profile: where a decode token's time goes (cli/bench_profile.h); --profile-prefill: where a
+// prefill of -p tokens goes, each operation's compute rate next to the machine's peaks.
 //
 // --spec-cost: the verification cost of speculative decoding instead (engine/speculative.h).
 // After a prefill of -p random tokens, each repetition times, at that position, one decode step
@@ -60,6 +61,7 @@ struct BenchArgs {
   bool spec_cost = false;
   int sequences = 1;
   bool profile = false;
+  bool profile_prefill = false;
 };
 
 // llama.cpp's label for the published checkpoints ("gpt-oss 20B MXFP4 MoE"); other shapes get
@@ -288,7 +290,7 @@ void RunBench(const BenchArgs& a) {
     Fail("bench: -p, -n and -d must be >= 0 and -r >= 1");
   }
   if (a.depth > 0 && (a.spec_cost || a.sequences > 1)) {
-    Fail("bench: -d applies to the pp and tg tests and to --profile, not to ", a.spec_cost ? "--spec-cost" : "--sequences");
+    Fail("bench: -d applies to the pp and tg tests and to the profiles, not to ", a.spec_cost ? "--spec-cost" : "--sequences");
   }
   const auto model = Model::Load(a.model, ToModelOptions(a.model_args));
   // Refused at once, naming both numbers, rather than after minutes of prefill.
@@ -302,8 +304,10 @@ void RunBench(const BenchArgs& a) {
   if (a.sequences > 1) return RunBatchedDecode(a, *model);
   const KvType kv = ParseKvType(a.kv_type);
   const int64_t depth = a.depth;
-  KvCache cache = PrefillDepth(*model, depth, a.profile ? a.gen : std::max(a.prompt, a.gen), kv);
+  const int64_t after = a.profile ? a.gen : a.profile_prefill ? a.prompt : std::max(a.prompt, a.gen);
+  KvCache cache = PrefillDepth(*model, depth, after, kv);
   if (a.profile) return RunDecodeProfile(*model, cache, a.gen, a.reps, a.json);
+  if (a.profile_prefill) return RunPrefillProfile(*model, cache, a.prompt, a.reps, a.json);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model->vocab_size()) - 1);
   std::vector<int32_t> prompt(a.prompt);
@@ -469,8 +473,14 @@ void RegisterBench(CLI::App& app) {
   cmd->add_flag("--profile", args->profile,
                 "profile -n decode tokens instead (-r times): time, bytes and GB/s per kind of operation next to the "
                 "read probe, and the thread pool's busy and idle time per thread");
+  cmd->add_flag("--profile-prefill", args->profile_prefill,
+                "profile one prefill of -p tokens instead (-r times): time per kind of operation, and the linears' and "
+                "attention's compute rate against the measured int8 / f32 peak")
+      ->excludes("--profile")
+      ->excludes("--sequences");
   cmd->add_flag("--spec-cost", args->spec_cost,
-                "measure the speculative verification cost c(k), k = 1..8, at position -p instead (-n ignored)");
+                "measure the speculative verification cost c(k), k = 1..8, at position -p instead (-n ignored)")
+      ->excludes("--profile-prefill");
   cmd->callback([args] { RunBench(*args); });
 }
 

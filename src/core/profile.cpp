@@ -63,7 +63,8 @@ std::string_view ProfileLinearCategory::Current() { return tls_linear_category; 
 
 std::vector<ProfileEntry> ProfileEntries() { return tls_profile.entries; }
 
-void ProfileScope::Enter(std::string_view category, std::string_view detail, double bytes) {
+void ProfileScope::Enter(std::string_view category, std::string_view detail, double bytes, double ops,
+                         ProfileArithmetic arithmetic) {
   ThreadProfile& p = tls_profile;
   const Clock::time_point now = Clock::now();
   if (p.current >= 0) p.entries[static_cast<size_t>(p.current)].seconds += SecondsBetween(p.mark, now);
@@ -72,6 +73,8 @@ void ProfileScope::Enter(std::string_view category, std::string_view detail, dou
   ProfileEntry& entry = p.entries[static_cast<size_t>(p.current)];
   ++entry.calls;
   entry.bytes += bytes;
+  entry.ops += ops;
+  entry.arithmetic = arithmetic;
   p.mark = now;
   active_ = true;
 }

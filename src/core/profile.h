@@ -6,7 +6,9 @@
 // its parent's clock stops, so the kinds' times add up to the time spent inside the outermost
 // scopes, and nothing is counted twice (a q8 quantization inside a linear is "quantize", not
 // the linear). Bytes are what the operation must read from memory (weights, KV rows), given
-// by the caller; kinds that only touch activations give none.
+// by the caller; kinds that only touch activations give none. Ops are the arithmetic operations
+// (a multiply-add counts 2) of the kinds whose work is counted (linears, attention), for the
+// prefill profile's rate against the compute peak.
 //
 // Profiling is per thread: StartProfiling() on the calling thread turns scopes on for that
 // thread only, so a server's engine thread or a test running beside it records nothing, and
@@ -21,12 +23,17 @@
 
 namespace tessera {
 
+// What a scope's ops are, so that the prefill profile can set them against the matching peak.
+enum class ProfileArithmetic { kF32, kInt8 };
+
 struct ProfileEntry {
   std::string category;  // "linear", "moe experts", "attention", "norm", ...
   std::string detail;    // the weight format, the KV type, or empty
   int64_t calls = 0;
   double seconds = 0.0;  // exclusive
   double bytes = 0.0;
+  double ops = 0.0;
+  ProfileArithmetic arithmetic = ProfileArithmetic::kF32;  // of the ops (the entry's last scope)
 };
 
 // Per thread of the pool, over the Run() calls while profiling was on.
@@ -69,8 +76,9 @@ class ProfileLinearCategory {
 class ProfileScope {
  public:
   // `category` and `detail` must outlive the profile (string literals, format names).
-  explicit ProfileScope(std::string_view category, std::string_view detail = {}, double bytes = 0.0) {
-    if (ProfilingThisThread()) Enter(category, detail, bytes);
+  explicit ProfileScope(std::string_view category, std::string_view detail = {}, double bytes = 0.0,
+                        double ops = 0.0, ProfileArithmetic arithmetic = ProfileArithmetic::kF32) {
+    if (ProfilingThisThread()) Enter(category, detail, bytes, ops, arithmetic);
   }
   ~ProfileScope() {
     if (active_) Leave();
@@ -79,7 +87,8 @@ class ProfileScope {
   ProfileScope& operator=(const ProfileScope&) = delete;
 
  private:
-  void Enter(std::string_view category, std::string_view detail, double bytes);
+  void Enter(std::string_view category, std::string_view detail, double bytes, double ops,
+             ProfileArithmetic arithmetic);
   void Leave();
   bool active_ = false;
   int parent_ = -1;  // the enclosing scope's entry, -1 at the top

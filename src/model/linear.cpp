@@ -261,7 +261,9 @@ void MultiplyGroup(std::span<const LinearOutput> outputs, const float* x, size_t
   }
   double bytes = 0.0;
   for (const LinearOutput& o : outputs) bytes += o.weights->BytesPerMatrix();
-  const ProfileScope scope(ProfileLinearCategory::Current(), LinearFormatName(outputs[0].weights->format()), bytes);
+  const double ops = 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(offset.back());
+  const ProfileScope scope(ProfileLinearCategory::Current(), LinearFormatName(outputs[0].weights->format()), bytes, ops,
+                           q8 ? ProfileArithmetic::kInt8 : ProfileArithmetic::kF32);
   if (q8 && xq.k == 0) {
     const ProfileScope quantize("quantize", "q8");
     QuantizeQ8(x, m, k, k, xq);  // once for every matrix that reads x

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/fail_point.h"
 #include "core/profile.h"
+#include "core/thread_pool.h"
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -168,13 +169,17 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
   }
   auto add_rows = [&](const float* d, const float* bias) {
     const ProfileScope scope("residual");
-    for (int64_t t = 0; t < own; ++t) {
-      if (bias) {
-        for (int64_t i = 0; i < H; ++i) x[t * H + i] += d[t * H + i] + bias[i];
-      } else {
-        for (int64_t i = 0; i < H; ++i) x[t * H + i] += d[t * H + i];
+    // Rows over the pool (elementwise: any split gives the same bits); one row stays here.
+    const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 16384 / H));
+    GlobalPool().ParallelFor(static_cast<size_t>(own), grain, [&](size_t begin, size_t end) {
+      for (int64_t t = static_cast<int64_t>(begin); t < static_cast<int64_t>(end); ++t) {
+        if (bias) {
+          for (int64_t i = 0; i < H; ++i) x[t * H + i] += d[t * H + i] + bias[i];
+        } else {
+          for (int64_t i = 0; i < H; ++i) x[t * H + i] += d[t * H + i];
+        }
       }
-    }
+    });
   };
   AttentionShape shape{nq_, nkv_, D, c.sliding_window, c.rms_norm_eps};
 

@@ -61,6 +61,16 @@ done
 run_ok "bench --profile --json" "$BIN" bench -m "$golden" -n 2 -r 1 --profile --json
 grep -q '"idle_in_runs_ms_per_token"' "$WORK/out" || fail "bench --profile --json lacks the pool"
 run_err "bench --profile without -n" "needs -n >= 1" "$BIN" bench -m "$golden" -n 0 --profile
+# bench --profile-prefill: one prefill's operations with their compute rate against the peaks.
+run_ok "bench --profile-prefill" "$BIN" bench -m "$golden" -p 24 -r 1 -d 8 --profile-prefill
+for text in 'prefill profile: 24 tokens from position 8' '| attention | ' '| linear | ' 'GOP/s' ' f32 |' '| **all** |' 'parallel runs per prefill'; do
+  grep -qF -- "$text" "$WORK/out" || fail "bench --profile-prefill lacks '$text': $(cat "$WORK/out")"
+done
+run_ok "bench --profile-prefill --json" "$BIN" bench -m "$golden" -p 8 -r 1 --profile-prefill --json
+grep -q '"of_peak"' "$WORK/out" || fail "bench --profile-prefill --json lacks of_peak"
+grep -q '"idle_in_runs_ms_per_prefill"' "$WORK/out" || fail "bench --profile-prefill --json lacks the pool"
+run_err "bench --profile-prefill without -p" "needs -p >= 1" "$BIN" bench -m "$golden" -p 0 --profile-prefill
+run_err "bench --profile with --profile-prefill" "excludes" "$BIN" bench -m "$golden" --profile --profile-prefill
 
 # Bad input.
 run_err "unknown id" "outside the vocabulary" "$BIN" logits -m "$golden" --ids 1,99999

@@ -31,14 +31,19 @@ inline void StoreKv(const float* x, int64_t heads, int64_t d, int64_t stride, in
 
 void RmsNorm(const float* x, const float* w, int64_t m, int64_t n, double eps, float* y) {
   const ProfileScope scope("norm");
-  for (int64_t r = 0; r < m; ++r) {
-    const float* xr = x + r * n;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i]) * xr[i];
-    const float inv = static_cast<float>(1.0 / std::sqrt(sum / n + eps));
-    float* yr = y + r * n;
-    for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (xr[i] * inv);
-  }
+  // Rows split over the pool (each row's arithmetic as alone, so the bits do not depend on the
+  // split); chunks of at least ~16K values, so a decode step's one row stays on this thread.
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)));
+  GlobalPool().ParallelFor(static_cast<size_t>(m), grain, [&](size_t begin, size_t end) {
+    for (int64_t r = static_cast<int64_t>(begin); r < static_cast<int64_t>(end); ++r) {
+      const float* xr = x + r * n;
+      double sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i]) * xr[i];
+      const float inv = static_cast<float>(1.0 / std::sqrt(sum / n + eps));
+      float* yr = y + r * n;
+      for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (xr[i] * inv);
+    }
+  });
 }
 
 void ProjectQkv(const AttentionWeights& w, const float* h, int64_t T, float* q, float* k, float* v) {
@@ -75,10 +80,12 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
     const int64_t row = Nkv * head_stride;
     // For the profile: the key and value rows every query reads (its window of positions).
     const int64_t seen = w.sliding ? shape.window.value_or(start + T) : start + T;
-    double kv_bytes = 0.0;
-    for (int64_t t = 0; t < T; ++t) kv_bytes += static_cast<double>(std::min(start + t + 1, seen));
+    double kv_positions = 0.0;
+    for (int64_t t = 0; t < T; ++t) kv_positions += static_cast<double>(std::min(start + t + 1, seen));
+    // Ops: per query head and position seen, a D-long dot product and a D-long weighted sum.
     const ProfileScope scope("attention", KvTypeName(cache.type()),
-                             kv_bytes * static_cast<double>(2 * row * static_cast<int64_t>(sizeof(Elem))));
+                             kv_positions * static_cast<double>(2 * row * static_cast<int64_t>(sizeof(Elem))),
+                             kv_positions * static_cast<double>(4 * Nq * D));
     // The batch's keys and values in the cache's element type, so a position reads the same
     // values whether it came from this call or from the cache (batch-size invariance).
     std::vector<Elem> kb(T * row), vb(T * row);

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/attend_head_tiles.h"
 #include "kernels/kernels.h"
@@ -137,20 +138,46 @@ void AttendTile(const float* q, size_t q_stride, size_t d, const Elem* const* k_
     total[h] = _mm512_reduce_add_ps(sum);
     inv[h] = 1.0f / total[h];
   }
-  for (size_t c = 0; c < d; c += 16) {
-    const __mmask16 m = TailMask(d - c);
-    __m512 acc[kHeads];
+  // The weighted sums: each pass over the rows takes kChunks 16-channel chunks of every head
+  // (kChunks x kHeads accumulators, at most 16), so a value row is read d / (16 kChunks) times
+  // instead of once per chunk. Each (head, chunk) accumulator is the same FMA chain over the rows
+  // in order as with one chunk per pass, so the bits do not depend on kChunks.
+  constexpr size_t kChunks = kHeads >= 16 ? 1 : 16 / kHeads;
+  for (size_t c0 = 0; c0 < d; c0 += 16 * kChunks) {
+    __m512 acc[kChunks][kHeads];
+#pragma GCC unroll 16
+    for (size_t ch = 0; ch < kChunks; ++ch) {
 #pragma GCC unroll 8
-    for (size_t h = 0; h < kHeads; ++h) acc[h] = _mm512_setzero_ps();
+      for (size_t h = 0; h < kHeads; ++h) acc[ch][h] = _mm512_setzero_ps();
+    }
+    // The rows come through pointers (no stream for the hardware prefetchers to follow): this
+    // pass's channels of the row kRowsAhead on (int8: the whole head, codes and scales).
+    constexpr bool kInt8 = std::is_same_v<Elem, int8_t>;
+    const size_t pass_first = kInt8 ? 0 : c0;
+    const size_t pass_bytes = kInt8 ? head_bytes : (d - c0 < 16 * kChunks ? d - c0 : 16 * kChunks) * sizeof(Elem);
     for (size_t j = 0; j < n; ++j) {
-      const __m512 vv = LoadKv16(v_rows[j] + offset, d, c, m);
+      if (j + kRowsAhead < n) PrefetchHead<_MM_HINT_T0>(v_rows[j + kRowsAhead] + offset + pass_first, pass_bytes);
+      const Elem* v = v_rows[j] + offset;
+#pragma GCC unroll 16
+      for (size_t ch = 0; ch < kChunks; ++ch) {
+        const size_t c = c0 + 16 * ch;
+        if (c >= d) break;
+        const __m512 vv = LoadKv16(v, d, c, TailMask(d - c));
 #pragma GCC unroll 8
-      for (size_t h = 0; h < kHeads; ++h) {
-        acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(scratch[h * n + j]), vv, acc[h]);
+        for (size_t h = 0; h < kHeads; ++h) {
+          acc[ch][h] = _mm512_fmadd_ps(_mm512_set1_ps(scratch[h * n + j]), vv, acc[ch][h]);
+        }
       }
     }
-    for (size_t h = 0; h < heads; ++h) {
-      _mm512_mask_storeu_ps(out + h * out_stride + c, m, kPartial ? acc[h] : _mm512_mul_ps(acc[h], _mm512_set1_ps(inv[h])));
+#pragma GCC unroll 16
+    for (size_t ch = 0; ch < kChunks; ++ch) {
+      const size_t c = c0 + 16 * ch;
+      if (c >= d) break;
+      const __mmask16 m = TailMask(d - c);
+      for (size_t h = 0; h < heads; ++h) {
+        _mm512_mask_storeu_ps(out + h * out_stride + c, m,
+                              kPartial ? acc[ch][h] : _mm512_mul_ps(acc[ch][h], _mm512_set1_ps(inv[h])));
+      }
     }
   }
   if constexpr (kPartial) {

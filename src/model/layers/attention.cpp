@@ -27,6 +27,13 @@ inline void StoreKv(const float* x, int64_t heads, int64_t d, int64_t stride, in
   for (int64_t i = 0; i < heads; ++i) QuantizeKvInt8(x + i * d, static_cast<size_t>(d), out + i * stride);
 }
 
+// The shared-blocks path of prefill (Attend): batches of at least this many queries, each task
+// one block of one key/value head for this many queries (the block's rows stay in L2 while they
+// pass over it), the partials of at most kSharedPartialBytes at a time.
+constexpr int64_t kSharedBlocksMinTokens = 16;
+constexpr int64_t kSharedBlockTokens = 32;
+constexpr int64_t kSharedPartialBytes = int64_t{64} << 20;
+
 }  // namespace
 
 void RmsNorm(const float* x, const float* w, int64_t m, int64_t n, double eps, float* y) {
@@ -109,59 +116,107 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
     const KernelTable& kt = ActiveKernels();
     ThreadPool& pool = GlobalPool();
     const int64_t threads = pool.num_threads();
-    // One unit per (token, key/value head, slice of its query heads): the heads of a GQA group
-    // share the rows' loads in the kernel (attend_group_*, each head's bits as if alone), and the
-    // group is sliced only when there would otherwise be fewer than 4 units per thread (decode).
-    int64_t slice = group;
-    while (slice % 2 == 0 && T * Nkv * (group / slice) < 4 * threads) slice /= 2;
-    const int64_t slices = group / slice;
-    const int64_t units = T * Nkv * slices;
-    // A query over more than kAttendBlock positions is attended in blocks merged afterwards
-    // (kernels/attend_blocked.h: the same bits however the blocks are spread). With still too few
-    // units per thread (decode deep in the context), each block is a task of its own and the last
-    // of a unit's blocks to finish merges them; otherwise a unit's task runs all of its blocks.
-    const int64_t max_blocks = static_cast<int64_t>(AttendBlockCount(static_cast<size_t>(std::min(start + T, window))));  // the last query's
-    const bool split = max_blocks > 1 && units < 4 * threads;
-    const size_t partial_floats = AttendPartialFloats(static_cast<size_t>(D));
-    const size_t unit_floats = static_cast<size_t>(max_blocks * slice) * partial_floats;
-    std::vector<float> split_partials(split ? static_cast<size_t>(units) * unit_floats : 0);
-    std::vector<std::atomic<int64_t>> blocks_done(split ? static_cast<size_t>(units) : 0);
-    std::vector<std::vector<float>> scratch(pool.num_threads()), partials(pool.num_threads());
-    const int64_t tasks_per_unit = split ? max_blocks : 1;
-    pool.Run(static_cast<size_t>(units * tasks_per_unit), [&](size_t task, int thread) {
-      const int64_t unit = static_cast<int64_t>(task) / tasks_per_unit;
-      const int64_t block = static_cast<int64_t>(task) % tasks_per_unit;
-      const int64_t t = unit / (Nkv * slices);
-      const int64_t kvh = unit / slices % Nkv;
-      const int64_t hd = kvh * group + unit % slices * slice;  // first query head
-      const int64_t pos = start + t;
-      // Sliding layers see the `window` positions ending at the query itself (HF:
-      // kv_idx > q_idx - sliding_window); full layers see every earlier position.
-      const int64_t first = std::max<int64_t>(0, pos - window + 1);
-      const size_t n = static_cast<size_t>(pos - first + 1);
-      const size_t blocks = AttendBlockCount(n);
-      const float* qv = &q[(t * Nq + hd) * D];
-      float* o = out + (t * Nq + hd) * D;
-      const Elem* const* ks = &krows[first - lo];
-      const Elem* const* vs = &vrows[first - lo];
-      std::vector<float>& scores = scratch[thread];
-      scores.resize(static_cast<size_t>(slice) * std::min(n, kAttendBlock));
-      if (!split || blocks == 1) {
-        if (split && block > 0) return;  // this query has one block, computed by the unit's first task
-        std::vector<float>& own = partials[thread];
-        own.resize(blocks > 1 ? blocks * static_cast<size_t>(slice) * partial_floats : 0);
-        AttendBlocked(kt, qv, D, slice, D, ks, vs, kvh * head_stride, n, scale, &w.sinks[hd], scores.data(), own.data(), o, D);
-        return;
+    if (start + T <= window && start + 1 > static_cast<int64_t>(kAttendBlock) && T >= kSharedBlocksMinTokens) {
+      // A prompt (or chunk) after a long history, every query seeing positions from 0: each
+      // query is attended in blocks (its first shared_blocks of them full and common to the whole
+      // batch), so the shared blocks run block by block over all the batch's queries, the block's
+      // rows staying in cache, instead of query by query (each query re-reading the whole history
+      // from memory). The same AttendOneBlock calls per query and block and the same merge as
+      // AttendBlocked: the same bits.
+      const int64_t shared_blocks = (start + 1) / static_cast<int64_t>(kAttendBlock);
+      const int64_t max_blocks = static_cast<int64_t>(AttendBlockCount(static_cast<size_t>(start + T)));
+      const int64_t head_floats = static_cast<int64_t>(AttendPartialFloats(static_cast<size_t>(D)));
+      // One key/value head's partials, [token][block][query head][D + 2], for a chunk of tokens.
+      const int64_t token_floats = max_blocks * group * head_floats;
+      const int64_t chunk = std::clamp<int64_t>(kSharedPartialBytes / (token_floats * 4), 1, T);
+      std::vector<float> partials(static_cast<size_t>(chunk * token_floats));
+      std::vector<std::vector<float>> scores(pool.num_threads());
+      auto block_of = [&](int64_t t, int64_t kvh, int64_t block, int thread, float* partial) {
+        std::vector<float>& s = scores[thread];
+        s.resize(static_cast<size_t>(group) * kAttendBlock);
+        AttendOneBlock(kt, &q[(t * Nq + kvh * group) * D], D, group, D, krows.data(), vrows.data(),
+                       kvh * head_stride, static_cast<size_t>(start + t + 1), static_cast<size_t>(block), scale,
+                       s.data(), partial);
+      };
+      for (int64_t kvh = 0; kvh < Nkv; ++kvh) {
+        for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+          const int64_t t1 = std::min(T, t0 + chunk);
+          const int64_t spans = (t1 - t0 + kSharedBlockTokens - 1) / kSharedBlockTokens;
+          pool.Run(static_cast<size_t>(shared_blocks * spans), [&](size_t task, int thread) {
+            const int64_t block = static_cast<int64_t>(task) / spans;
+            const int64_t first = t0 + static_cast<int64_t>(task) % spans * kSharedBlockTokens;
+            for (int64_t t = first; t < std::min(t1, first + kSharedBlockTokens); ++t) {
+              const int64_t at = (t - t0) * token_floats + block * group * head_floats;
+              block_of(t, kvh, block, thread, &partials[static_cast<size_t>(at)]);
+            }
+          });
+          pool.Run(static_cast<size_t>(t1 - t0), [&](size_t task, int thread) {
+            const int64_t t = t0 + static_cast<int64_t>(task);
+            float* own = &partials[static_cast<size_t>((t - t0) * token_floats)];
+            const int64_t blocks = static_cast<int64_t>(AttendBlockCount(static_cast<size_t>(start + t + 1)));
+            for (int64_t block = shared_blocks; block < blocks; ++block) {
+              block_of(t, kvh, block, thread, own + block * group * head_floats);
+            }
+            MergeHeadPartials(own, static_cast<size_t>(group), static_cast<size_t>(blocks), static_cast<size_t>(D),
+                              &w.sinks[kvh * group], out + (t * Nq + kvh * group) * D, static_cast<size_t>(D));
+          });
+        }
       }
-      if (static_cast<size_t>(block) >= blocks) return;  // an earlier query of the batch sees fewer blocks
-      float* unit_partials = &split_partials[static_cast<size_t>(unit) * unit_floats];
-      AttendOneBlock(kt, qv, D, slice, D, ks, vs, kvh * head_stride, n, static_cast<size_t>(block), scale, scores.data(),
-                     unit_partials + static_cast<size_t>(block * slice) * partial_floats);
-      // acq_rel: the last block to finish sees every other block's partial before merging.
-      if (blocks_done[unit].fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<int64_t>(blocks)) {
-        MergeHeadPartials(unit_partials, slice, blocks, D, &w.sinks[hd], o, D);
-      }
-    });
+    } else {
+      // One unit per (token, key/value head, slice of its query heads): the heads of a GQA group
+      // share the rows' loads in the kernel (attend_group_*, each head's bits as if alone), and the
+      // group is sliced only when there would otherwise be fewer than 4 units per thread (decode).
+      int64_t slice = group;
+      while (slice % 2 == 0 && T * Nkv * (group / slice) < 4 * threads) slice /= 2;
+      const int64_t slices = group / slice;
+      const int64_t units = T * Nkv * slices;
+      // A query over more than kAttendBlock positions is attended in blocks merged afterwards
+      // (kernels/attend_blocked.h: the same bits however the blocks are spread). With still too few
+      // units per thread (decode deep in the context), each block is a task of its own and the last
+      // of a unit's blocks to finish merges them; otherwise a unit's task runs all of its blocks.
+      const int64_t max_blocks = static_cast<int64_t>(AttendBlockCount(static_cast<size_t>(std::min(start + T, window))));  // the last query's
+      const bool split = max_blocks > 1 && units < 4 * threads;
+      const size_t partial_floats = AttendPartialFloats(static_cast<size_t>(D));
+      const size_t unit_floats = static_cast<size_t>(max_blocks * slice) * partial_floats;
+      std::vector<float> split_partials(split ? static_cast<size_t>(units) * unit_floats : 0);
+      std::vector<std::atomic<int64_t>> blocks_done(split ? static_cast<size_t>(units) : 0);
+      std::vector<std::vector<float>> scratch(pool.num_threads()), partials(pool.num_threads());
+      const int64_t tasks_per_unit = split ? max_blocks : 1;
+      pool.Run(static_cast<size_t>(units * tasks_per_unit), [&](size_t task, int thread) {
+        const int64_t unit = static_cast<int64_t>(task) / tasks_per_unit;
+        const int64_t block = static_cast<int64_t>(task) % tasks_per_unit;
+        const int64_t t = unit / (Nkv * slices);
+        const int64_t kvh = unit / slices % Nkv;
+        const int64_t hd = kvh * group + unit % slices * slice;  // first query head
+        const int64_t pos = start + t;
+        // Sliding layers see the `window` positions ending at the query itself (HF:
+        // kv_idx > q_idx - sliding_window); full layers see every earlier position.
+        const int64_t first = std::max<int64_t>(0, pos - window + 1);
+        const size_t n = static_cast<size_t>(pos - first + 1);
+        const size_t blocks = AttendBlockCount(n);
+        const float* qv = &q[(t * Nq + hd) * D];
+        float* o = out + (t * Nq + hd) * D;
+        const Elem* const* ks = &krows[first - lo];
+        const Elem* const* vs = &vrows[first - lo];
+        std::vector<float>& scores = scratch[thread];
+        scores.resize(static_cast<size_t>(slice) * std::min(n, kAttendBlock));
+        if (!split || blocks == 1) {
+          if (split && block > 0) return;  // this query has one block, computed by the unit's first task
+          std::vector<float>& own = partials[thread];
+          own.resize(blocks > 1 ? blocks * static_cast<size_t>(slice) * partial_floats : 0);
+          AttendBlocked(kt, qv, D, slice, D, ks, vs, kvh * head_stride, n, scale, &w.sinks[hd], scores.data(), own.data(), o, D);
+          return;
+        }
+        if (static_cast<size_t>(block) >= blocks) return;  // an earlier query of the batch sees fewer blocks
+        float* unit_partials = &split_partials[static_cast<size_t>(unit) * unit_floats];
+        AttendOneBlock(kt, qv, D, slice, D, ks, vs, kvh * head_stride, n, static_cast<size_t>(block), scale, scores.data(),
+                       unit_partials + static_cast<size_t>(block * slice) * partial_floats);
+        // acq_rel: the last block to finish sees every other block's partial before merging.
+        if (blocks_done[unit].fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<int64_t>(blocks)) {
+          MergeHeadPartials(unit_partials, slice, blocks, D, &w.sinks[hd], o, D);
+        }
+      });
+    }  // the query-by-query path
     // Keep what the next calls need: every position for full layers, the newest `capacity`
     // for a sliding ring (older ones would be overwritten by later ones in this batch anyway).
     const int64_t first_kept = std::max<int64_t>(start, start + T - cache.capacity(layer));

@@ -33,6 +33,7 @@ inline void StoreKv(const float* x, int64_t heads, int64_t d, int64_t stride, in
 constexpr int64_t kSharedBlocksMinTokens = 16;
 constexpr int64_t kSharedBlockTokens = 32;
 constexpr int64_t kSharedPartialBytes = int64_t{64} << 20;
+thread_local std::vector<float> tls_shared_partials;
 
 }  // namespace
 
@@ -129,7 +130,14 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
       // One key/value head's partials, [token][block][query head][D + 2], for a chunk of tokens.
       const int64_t token_floats = max_blocks * group * head_floats;
       const int64_t chunk = std::clamp<int64_t>(kSharedPartialBytes / (token_floats * 4), 1, T);
-      std::vector<float> partials(static_cast<size_t>(chunk * token_floats));
+      // The calling thread's buffer, kept: at 16K positions a 512-token chunk's partials are
+      // 35 MB, fresh pages in every layer otherwise. (The pool's tasks use it through this
+      // pointer; by name they would reach their own threads' empty buffers.)
+      std::vector<float>& partial_store = tls_shared_partials;
+      if (partial_store.size() < static_cast<size_t>(chunk * token_floats)) {
+        partial_store.resize(static_cast<size_t>(chunk * token_floats));
+      }
+      float* const partials = partial_store.data();
       std::vector<std::vector<float>> scores(pool.num_threads());
       auto block_of = [&](int64_t t, int64_t kvh, int64_t block, int thread, float* partial) {
         std::vector<float>& s = scores[thread];

@@ -249,7 +249,7 @@ struct Int4Codes {
   const float* scales;
   size_t blocks_per_group;
   __m256i low4 = _mm256_set1_epi8(0x0f);
-  __m256i offset[2];
+  __m256i offset[2] = {};  // set by Block before the first codes
 
   template <bool>
   void Block(size_t b, __m256& s0, __m256& s1) {

@@ -86,44 +86,13 @@ inline __m512 ReduceAdd16(const __m512 (&a)[16]) {
                        _mm512_shuffle_ps(pairs[0], pairs[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-template <typename Elem>
-void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
-            float scale, float sink, float* scores, float* out) {
-  float max_score = sink;
-  const size_t head_bytes = HeadBytes<Elem>(d);
-  for (size_t j = 0; j < n; ++j) {
-    PrefetchRowsAhead(k_rows, v_rows, offset, j, n, head_bytes);
-    const Elem* k = k_rows[j] + offset;
-    __m512 acc = _mm512_setzero_ps();
-    for (size_t c = 0; c < d; c += 16) {
-      const __mmask16 m = TailMask(d - c);
-      acc = _mm512_fmadd_ps(Load16(q + c, m), LoadKv16(k, d, c, m), acc);
-    }
-    scores[j] = ReduceAdd(acc) * scale;
-    max_score = scores[j] > max_score ? scores[j] : max_score;
-  }
-  // The sink is one more logit in the softmax with no value vector (gpt-oss.md §3.4.6).
-  const __m512 vmax = _mm512_set1_ps(max_score);
-  __m512 sum = _mm512_maskz_mov_ps(1, Exp(_mm512_sub_ps(_mm512_set1_ps(sink), vmax)));
-  for (size_t j = 0; j < n; j += 16) {
-    const __mmask16 m = TailMask(n - j);
-    const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), vmax)));
-    _mm512_mask_storeu_ps(scores + j, m, e);
-    sum = _mm512_add_ps(sum, e);
-  }
-  const float inv = 1.0f / ReduceAdd(sum);
-  for (size_t c = 0; c < d; c += 16) {
-    const __mmask16 m = TailMask(d - c);
-    __m512 acc = _mm512_setzero_ps();
-    for (size_t j = 0; j < n; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), LoadKv16(v_rows[j] + offset, d, c, m), acc);
-    _mm512_mask_storeu_ps(out + c, m, _mm512_mul_ps(acc, _mm512_set1_ps(inv)));
-  }
-}
+// The input of ReduceAdd16 whose sum lands in lane `lane`.
+constexpr size_t ReduceAdd16Input(size_t lane) { return 4 * (lane % 4) + lane / 4; }
 
-// Up to kHeadTile queries of a GQA group against the same rows, each with exactly Attend's
-// operations (the same FMA chains, reductions, exp and normalisation), the key and value vectors
-// loaded and widened once for all of them: the loads and BF16 widening are most of Attend's work
-// per row at head size 64, and a group has 8 queries.
+// Up to kHeadTile queries of a GQA group against the same rows, each with exactly the operations
+// it gets alone (kHeads = 1: the same FMA chains, reductions, exp and normalisation), the key and
+// value vectors loaded and widened once for all of them: the loads and BF16 widening are most of
+// a query's work per row at head size 64, and a group has 8 queries.
 // kPartial (attend_partial_*): no sinks (`sinks` unused), the weighted sums left unnormalised,
 // then m and l after each head's d channels.
 constexpr size_t kHeadTile = 8;
@@ -140,8 +109,8 @@ void AttendTile(const float* q, size_t q_stride, size_t d, const Elem* const* k_
   const size_t head_bytes = HeadBytes<Elem>(d);
   // Scores of kRows rows at a time: their kRows x kHeads dot products (each the same FMA chain
   // over the channels as alone) reduced together by ReduceAdd16, which gives each ReduceAdd's
-  // bits; lane L = kRows h + r of the reduction holds row r of head h (its input a[4 (L % 4) +
-  // L / 4]). The rows past the last full set go one at a time.
+  // bits; lane L = kRows h + r of the reduction holds row r of head h (its input
+  // a[ReduceAdd16Input(L)]). The rows past the last full set go one at a time.
   constexpr size_t kRows = 16 / kHeads;
   size_t j = 0;
   for (; j + kRows <= n; j += kRows) {
@@ -157,8 +126,7 @@ void AttendTile(const float* q, size_t q_stride, size_t d, const Elem* const* k_
         const __m512 kv = LoadKv16(k_rows[j + r] + offset, d, c, m);
 #pragma GCC unroll 8
         for (size_t h = 0; h < kHeads; ++h) {
-          constexpr auto input = [](size_t lane) { return 4 * (lane % 4) + lane / 4; };
-          __m512& sum = acc[input(kRows * h + r)];
+          __m512& sum = acc[ReduceAdd16Input(kRows * h + r)];
           sum = _mm512_fmadd_ps(Load16(q + h * q_stride + c, m), kv, sum);
         }
       }
@@ -262,6 +230,13 @@ struct Avx512Tiles {
   template <bool kPartial, typename Elem, size_t kHeads, typename... Args>
   static void Run(Args... args) { AttendTile<kPartial, Elem, kHeads>(args...); }
 };
+
+// One query (attend_*): the tile of one head.
+template <typename Elem>
+void Attend(const float* q, size_t d, const Elem* const* k_rows, const Elem* const* v_rows, size_t offset, size_t n,
+            float scale, float sink, float* scores, float* out) {
+  AttendTile<false, Elem, 1>(q, 0, d, k_rows, v_rows, offset, n, scale, &sink, scores, out, 0);
+}
 
 void AttendBf16(const float* q, size_t d, const uint16_t* const* k_rows, const uint16_t* const* v_rows, size_t offset,
                 size_t n, float scale, float sink, float* scratch, float* out) {

@@ -35,6 +35,68 @@ constexpr int64_t kSharedBlockTokens = 32;
 constexpr int64_t kSharedPartialBytes = int64_t{64} << 20;
 thread_local std::vector<float> tls_shared_partials;
 
+// Attend's queries for a prompt (or chunk) after a long history: T queries at positions
+// start .. start + T - 1, every one seeing positions from 0 (krows / vrows index = position) and
+// the first more than kAttendBlock of them, results into out in Attend's layout. Each query is
+// attended in blocks, its first shared_blocks of them full and common to the whole batch, so the
+// shared blocks run block by block over all the batch's queries, the block's rows staying in
+// cache, instead of query by query (each query re-reading the whole history from memory). The
+// same AttendOneBlock calls per query and block and the same merge as AttendBlocked: the same
+// bits.
+template <typename Elem>
+void AttendSharedBlocks(const AttentionShape& shape, const float* sinks, const float* q, int64_t T, int64_t start,
+                        const Elem* const* krows, const Elem* const* vrows, int64_t head_stride, float scale,
+                        float* out) {
+  const int64_t D = shape.head_dim, Nq = shape.heads, Nkv = shape.kv_heads, group = Nq / Nkv;
+  const KernelTable& kt = ActiveKernels();
+  ThreadPool& pool = GlobalPool();
+  const int64_t shared_blocks = (start + 1) / static_cast<int64_t>(kAttendBlock);
+  const int64_t max_blocks = static_cast<int64_t>(AttendBlockCount(static_cast<size_t>(start + T)));
+  const int64_t head_floats = static_cast<int64_t>(AttendPartialFloats(static_cast<size_t>(D)));
+  // One key/value head's partials, [token][block][query head][D + 2], for a chunk of tokens.
+  const int64_t token_floats = max_blocks * group * head_floats;
+  const int64_t chunk = std::clamp<int64_t>(kSharedPartialBytes / (token_floats * 4), 1, T);
+  // The calling thread's buffer, kept: at 16K positions a 512-token chunk's partials are 35 MB,
+  // fresh pages in every layer otherwise. (The pool's tasks use it through this pointer; by name
+  // they would reach their own threads' empty buffers.)
+  std::vector<float>& partial_store = tls_shared_partials;
+  if (partial_store.size() < static_cast<size_t>(chunk * token_floats)) {
+    partial_store.resize(static_cast<size_t>(chunk * token_floats));
+  }
+  float* const partials = partial_store.data();
+  std::vector<std::vector<float>> scores(pool.num_threads());
+  auto block_of = [&](int64_t t, int64_t kvh, int64_t block, int thread, float* partial) {
+    std::vector<float>& s = scores[thread];
+    s.resize(static_cast<size_t>(group) * kAttendBlock);
+    AttendOneBlock(kt, &q[(t * Nq + kvh * group) * D], D, group, D, krows, vrows, kvh * head_stride,
+                   static_cast<size_t>(start + t + 1), static_cast<size_t>(block), scale, s.data(), partial);
+  };
+  for (int64_t kvh = 0; kvh < Nkv; ++kvh) {
+    for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+      const int64_t t1 = std::min(T, t0 + chunk);
+      const int64_t spans = (t1 - t0 + kSharedBlockTokens - 1) / kSharedBlockTokens;
+      pool.Run(static_cast<size_t>(shared_blocks * spans), [&](size_t task, int thread) {
+        const int64_t block = static_cast<int64_t>(task) / spans;
+        const int64_t first = t0 + static_cast<int64_t>(task) % spans * kSharedBlockTokens;
+        for (int64_t t = first; t < std::min(t1, first + kSharedBlockTokens); ++t) {
+          const int64_t at = (t - t0) * token_floats + block * group * head_floats;
+          block_of(t, kvh, block, thread, &partials[static_cast<size_t>(at)]);
+        }
+      });
+      pool.Run(static_cast<size_t>(t1 - t0), [&](size_t task, int thread) {
+        const int64_t t = t0 + static_cast<int64_t>(task);
+        float* own = &partials[static_cast<size_t>((t - t0) * token_floats)];
+        const int64_t blocks = static_cast<int64_t>(AttendBlockCount(static_cast<size_t>(start + t + 1)));
+        for (int64_t block = shared_blocks; block < blocks; ++block) {
+          block_of(t, kvh, block, thread, own + block * group * head_floats);
+        }
+        MergeHeadPartials(own, static_cast<size_t>(group), static_cast<size_t>(blocks), static_cast<size_t>(D),
+                          &sinks[kvh * group], out + (t * Nq + kvh * group) * D, static_cast<size_t>(D));
+      });
+    }
+  }
+}
+
 }  // namespace
 
 void RmsNorm(const float* x, const float* w, int64_t m, int64_t n, double eps, float* y) {
@@ -114,63 +176,12 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
       krows[pos - lo] = key_row(pos);
       vrows[pos - lo] = value_row(pos);
     }
-    const KernelTable& kt = ActiveKernels();
-    ThreadPool& pool = GlobalPool();
-    const int64_t threads = pool.num_threads();
     if (start + T <= window && start + 1 > static_cast<int64_t>(kAttendBlock) && T >= kSharedBlocksMinTokens) {
-      // A prompt (or chunk) after a long history, every query seeing positions from 0: each
-      // query is attended in blocks (its first shared_blocks of them full and common to the whole
-      // batch), so the shared blocks run block by block over all the batch's queries, the block's
-      // rows staying in cache, instead of query by query (each query re-reading the whole history
-      // from memory). The same AttendOneBlock calls per query and block and the same merge as
-      // AttendBlocked: the same bits.
-      const int64_t shared_blocks = (start + 1) / static_cast<int64_t>(kAttendBlock);
-      const int64_t max_blocks = static_cast<int64_t>(AttendBlockCount(static_cast<size_t>(start + T)));
-      const int64_t head_floats = static_cast<int64_t>(AttendPartialFloats(static_cast<size_t>(D)));
-      // One key/value head's partials, [token][block][query head][D + 2], for a chunk of tokens.
-      const int64_t token_floats = max_blocks * group * head_floats;
-      const int64_t chunk = std::clamp<int64_t>(kSharedPartialBytes / (token_floats * 4), 1, T);
-      // The calling thread's buffer, kept: at 16K positions a 512-token chunk's partials are
-      // 35 MB, fresh pages in every layer otherwise. (The pool's tasks use it through this
-      // pointer; by name they would reach their own threads' empty buffers.)
-      std::vector<float>& partial_store = tls_shared_partials;
-      if (partial_store.size() < static_cast<size_t>(chunk * token_floats)) {
-        partial_store.resize(static_cast<size_t>(chunk * token_floats));
-      }
-      float* const partials = partial_store.data();
-      std::vector<std::vector<float>> scores(pool.num_threads());
-      auto block_of = [&](int64_t t, int64_t kvh, int64_t block, int thread, float* partial) {
-        std::vector<float>& s = scores[thread];
-        s.resize(static_cast<size_t>(group) * kAttendBlock);
-        AttendOneBlock(kt, &q[(t * Nq + kvh * group) * D], D, group, D, krows.data(), vrows.data(),
-                       kvh * head_stride, static_cast<size_t>(start + t + 1), static_cast<size_t>(block), scale,
-                       s.data(), partial);
-      };
-      for (int64_t kvh = 0; kvh < Nkv; ++kvh) {
-        for (int64_t t0 = 0; t0 < T; t0 += chunk) {
-          const int64_t t1 = std::min(T, t0 + chunk);
-          const int64_t spans = (t1 - t0 + kSharedBlockTokens - 1) / kSharedBlockTokens;
-          pool.Run(static_cast<size_t>(shared_blocks * spans), [&](size_t task, int thread) {
-            const int64_t block = static_cast<int64_t>(task) / spans;
-            const int64_t first = t0 + static_cast<int64_t>(task) % spans * kSharedBlockTokens;
-            for (int64_t t = first; t < std::min(t1, first + kSharedBlockTokens); ++t) {
-              const int64_t at = (t - t0) * token_floats + block * group * head_floats;
-              block_of(t, kvh, block, thread, &partials[static_cast<size_t>(at)]);
-            }
-          });
-          pool.Run(static_cast<size_t>(t1 - t0), [&](size_t task, int thread) {
-            const int64_t t = t0 + static_cast<int64_t>(task);
-            float* own = &partials[static_cast<size_t>((t - t0) * token_floats)];
-            const int64_t blocks = static_cast<int64_t>(AttendBlockCount(static_cast<size_t>(start + t + 1)));
-            for (int64_t block = shared_blocks; block < blocks; ++block) {
-              block_of(t, kvh, block, thread, own + block * group * head_floats);
-            }
-            MergeHeadPartials(own, static_cast<size_t>(group), static_cast<size_t>(blocks), static_cast<size_t>(D),
-                              &w.sinks[kvh * group], out + (t * Nq + kvh * group) * D, static_cast<size_t>(D));
-          });
-        }
-      }
+      AttendSharedBlocks(shape, w.sinks.data(), q, T, start, krows.data(), vrows.data(), head_stride, scale, out);
     } else {
+      const KernelTable& kt = ActiveKernels();
+      ThreadPool& pool = GlobalPool();
+      const int64_t threads = pool.num_threads();
       // One unit per (token, key/value head, slice of its query heads): the heads of a GQA group
       // share the rows' loads in the kernel (attend_group_*, each head's bits as if alone), and the
       // group is sliced only when there would otherwise be fewer than 4 units per thread (decode).

@@ -81,6 +81,38 @@ TEST(KvCacheLimits, RefusesWhatMemoryCannotHoldNamingTheBytes) {
 }
 
 
+// Storage is head-major (each head's positions one stream for decode's tasks): head h of a
+// position lies HeadStride() after head 0, one head's slots are contiguous, and growing a full
+// layer moves every head's rows to its new segment.
+TEST(KvCacheLayout, HeadsAreSequentialStreamsThatSurviveGrowth) {
+  const ModelConfig c = TwentyBLikeConfig();
+  KvCache cache(c, 4096, KvType::kBF16);
+  const int full = 1, kv_heads = 8;
+  const size_t head_bytes = KvHeadBytes(c.head_dim, KvType::kBF16);
+  cache.Reserve(10);
+  EXPECT_EQ(cache.KeySlot(full, 1) - cache.KeySlot(full, 0), static_cast<ptrdiff_t>(head_bytes));
+  auto mark = [&](int64_t pos, int head) { return static_cast<uint8_t>(pos * 8 + head + 1); };
+  for (int64_t pos = 0; pos < 10; ++pos) {
+    for (int h = 0; h < kv_heads; ++h) {
+      std::memset(cache.KeySlot(full, pos) + h * cache.HeadStride(full), mark(pos, h), head_bytes);
+      std::memset(cache.ValueSlot(full, pos) + h * cache.HeadStride(full), mark(pos, h) ^ 0xff, head_bytes);
+    }
+  }
+  const size_t before = cache.HeadStride(full);
+  cache.Reserve(1000);
+  ASSERT_GT(cache.HeadStride(full), before);
+  for (int64_t pos = 0; pos < 10; ++pos) {
+    for (int h = 0; h < kv_heads; ++h) {
+      const uint8_t* key = cache.KeySlot(full, pos) + h * cache.HeadStride(full);
+      const uint8_t* value = cache.ValueSlot(full, pos) + h * cache.HeadStride(full);
+      for (size_t b = 0; b < head_bytes; ++b) {
+        ASSERT_EQ(key[b], mark(pos, h)) << pos << " " << h;
+        ASSERT_EQ(value[b], mark(pos, h) ^ 0xff) << pos << " " << h;
+      }
+    }
+  }
+}
+
 class KvCacheTransactions : public ::testing::Test {
  protected:
   void TearDown() override { DisarmFailPoint(); }

@@ -187,7 +187,7 @@ void AttendTile(const float* q, size_t q_stride, size_t d, const Elem* const* k_
 #pragma GCC unroll 8
       for (size_t h = 0; h < kHeads; ++h) acc[ch][h] = _mm512_setzero_ps();
     }
-    // The rows come through pointers (no stream for the hardware prefetchers to follow): this
+    // The rows come through pointers (kv_prefetch.h): this
     // pass's channels of the row kRowsAhead on (int8: the whole head, codes and scales).
     constexpr bool kInt8 = std::is_same_v<Elem, int8_t>;
     const size_t pass_first = kInt8 ? 0 : c0;

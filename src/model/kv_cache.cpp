@@ -47,7 +47,9 @@ KvCache::KvCache(const ModelConfig& config, int64_t context, KvType type, int64_
          config.max_position_embeddings);
   }
   if (rollback < 0) Fail("rollback must be non-negative (got ", rollback, ")");
-  row_bytes_ = static_cast<size_t>(config.num_key_value_heads) * KvHeadBytes(config.head_dim, type);
+  kv_heads_ = config.num_key_value_heads;
+  head_bytes_ = KvHeadBytes(config.head_dim, type);
+  row_bytes_ = static_cast<size_t>(kv_heads_) * head_bytes_;
   layers_.resize(config.num_hidden_layers);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     Layer& layer = layers_[l];
@@ -104,35 +106,43 @@ void KvCache::Reserve(int64_t positions) {
          " of memory is available (lower -c or the prompt", type_ == KvType::kF32 ? ", or use --kv-type bf16 or int8)" : type_ == KvType::kBF16 ? ", or use --kv-type int8)" : ")");
   };
   if (more > available) refuse();
-  try {
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      Layer& l = layers_[i];
-      if (target[i] == l.allocated) continue;
-      l.keys.resize(target[i] * RowBytes());
-      l.values.resize(target[i] * RowBytes());
-      l.allocated = target[i];
+  // Layer by layer into new storage, each head's slots copied to its new segment (the old
+  // storage freed before the next layer grows). A failed allocation leaves that layer and the
+  // ones after it as they were; the layers already grown stay grown (their slots still correct).
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
+    if (target[i] == l.allocated) continue;
+    std::vector<uint8_t> keys, values;
+    try {
+      keys.resize(static_cast<size_t>(target[i]) * RowBytes());
+      values.resize(static_cast<size_t>(target[i]) * RowBytes());
+    } catch (const std::bad_alloc&) {
+      refuse();
     }
-  } catch (const std::bad_alloc&) {
-    for (Layer& l : layers_) {  // each layer back to the slots it records (data kept)
-      l.keys.resize(l.allocated * RowBytes());
-      l.values.resize(l.allocated * RowBytes());
+    const size_t old_stride = static_cast<size_t>(l.allocated) * head_bytes_;
+    const size_t new_stride = static_cast<size_t>(target[i]) * head_bytes_;
+    for (int64_t h = 0; h < kv_heads_ && old_stride > 0; ++h) {
+      std::memcpy(keys.data() + h * new_stride, l.keys.data() + h * old_stride, old_stride);
+      std::memcpy(values.data() + h * new_stride, l.values.data() + h * old_stride, old_stride);
     }
-    refuse();
+    l.keys = std::move(keys);
+    l.values = std::move(values);
+    l.allocated = target[i];
   }
 }
 
-uint8_t* KvCache::KeyRow(int layer, int64_t position) {
+uint8_t* KvCache::KeySlot(int layer, int64_t position) {
   Layer& l = layers_[layer];
   const int64_t slot = position % l.capacity;
   TESSERA_CHECK(slot < l.allocated);
-  return l.keys.data() + slot * RowBytes();
+  return l.keys.data() + slot * head_bytes_;
 }
 
-uint8_t* KvCache::ValueRow(int layer, int64_t position) {
+uint8_t* KvCache::ValueSlot(int layer, int64_t position) {
   Layer& l = layers_[layer];
   const int64_t slot = position % l.capacity;
   TESSERA_CHECK(slot < l.allocated);
-  return l.values.data() + slot * RowBytes();
+  return l.values.data() + slot * head_bytes_;
 }
 
 void KvCache::BeginAppend(int64_t start, int64_t end) {
@@ -201,13 +211,15 @@ void KvCache::CopyPrefixFrom(const KvCache& source, int64_t n) {
   }
   if (n == length_) return;
   Reserve(n);
-  auto& from = const_cast<KvCache&>(source);  // KeyRow is non-const; nothing is written to it
-  const size_t row = RowBytes();
+  auto& from = const_cast<KvCache&>(source);  // KeySlot is non-const; nothing is written to it
   for (size_t i = 0; i < layers_.size(); ++i) {
     const int layer = static_cast<int>(i);
+    const size_t stride = HeadStride(layer), source_stride = from.HeadStride(layer);
     for (int64_t q = std::max(length_, n - layers_[i].capacity); q < n; ++q) {
-      std::memcpy(KeyRow(layer, q), from.KeyRow(layer, q), row);
-      std::memcpy(ValueRow(layer, q), from.ValueRow(layer, q), row);
+      for (int64_t h = 0; h < kv_heads_; ++h) {
+        std::memcpy(KeySlot(layer, q) + h * stride, from.KeySlot(layer, q) + h * source_stride, head_bytes_);
+        std::memcpy(ValueSlot(layer, q) + h * stride, from.ValueSlot(layer, q) + h * source_stride, head_bytes_);
+      }
     }
   }
   // Slots of the copied positions now hold them; any other slot keeps what it held, so the

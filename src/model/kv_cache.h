@@ -1,6 +1,8 @@
 // Key/value cache for one sequence.
 //
-// Per layer, keys and values (after RoPE) of every cached position, [slot][kv_head][head_dim],
+// Per layer, keys and values (after RoPE) of every cached position, head-major:
+// [kv_head][slot][head_dim], so that one head's positions are one sequential stream (decode reads
+// a head's whole history per task; interleaved heads left it 1/kv_heads of every row it touched),
 // in the cache's element type (BF16 by default, F32 for the exact path, or int8). Full-attention layers
 // hold every position up to the context size (slot = position). Sliding-window layers hold only
 // a ring of `window + rollback` slots (slot = position % capacity): the window the next token can
@@ -72,12 +74,16 @@ class KvCache {
   // Not for length-dependent ropes (their frequencies depend on the sequence's own history).
   void CopyPrefixFrom(const KvCache& source, int64_t n);
 
-  // Storage access for the attention code: kv_heads heads of KvHeadBytes(head_dim, type()) bytes.
+  // Storage access for the attention code: a head's vector is KvHeadBytes(head_dim, type()) bytes;
+  // head h of `position` is at KeySlot(layer, position) + h * HeadStride(layer) (HeadStride changes
+  // when the layer's storage grows: read it after BeginAppend).
   bool sliding(int layer) const { return layers_[layer].sliding; }
   int64_t capacity(int layer) const { return layers_[layer].capacity; }
-  // Pointer to the K (or V) row of `position` in `layer`: kv_heads heads, one after the other.
-  uint8_t* KeyRow(int layer, int64_t position);
-  uint8_t* ValueRow(int layer, int64_t position);
+  int64_t window(int layer) const { return layers_[layer].window; }
+  size_t HeadStride(int layer) const { return static_cast<size_t>(layers_[layer].allocated) * head_bytes_; }
+  // Head 0's K (or V) vector of `position` in `layer` (its slot must be allocated).
+  uint8_t* KeySlot(int layer, int64_t position);
+  uint8_t* ValueSlot(int layer, int64_t position);
   // A forward pass is about to write positions [start, end), start == length(): reserves their
   // rows (throws, changing nothing, when they cannot be allocated or end > context()).
   void BeginAppend(int64_t start, int64_t end);
@@ -106,9 +112,9 @@ class KvCache {
     int64_t window = 0;
     int64_t capacity = 0;            // slots: the whole context, or the ring
     int64_t allocated = 0;           // slots with storage, <= capacity
-    std::vector<uint8_t> keys, values;
+    std::vector<uint8_t> keys, values;  // [kv_head][allocated][head_bytes_]
   };
-  size_t RowBytes() const { return row_bytes_; }
+  size_t RowBytes() const { return row_bytes_; }  // all heads of one slot
   // The first sliding layer whose ring no longer holds every position the token at n would see
   // (the sequence cannot be cut to n positions and continue), or -1.
   int LayerLosing(int64_t n) const;
@@ -121,6 +127,8 @@ class KvCache {
   // position q is intact iff q > max_written_ - capacity (truncation does not restore rows).
   int64_t max_written_ = -1;
   size_t row_bytes_;
+  size_t head_bytes_;
+  int64_t kv_heads_;
   std::vector<Layer> layers_;
   std::optional<RopeFrequencyTracker> rope_tracker_;  // made on first length-dependent use
 };

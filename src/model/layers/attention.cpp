@@ -16,7 +16,8 @@
 namespace tessera {
 namespace {
 
-// heads vectors of d floats (x + i d) into the cache's element type, head i at out + i stride.
+// heads vectors of d floats (x + i d) into the cache's element type, head i at out + i stride
+// (BF16 and f32: stride d).
 inline void StoreKv(const float* x, int64_t heads, int64_t d, int64_t /*stride*/, uint16_t* out) {
   for (int64_t i = 0; i < heads * d; ++i) out[i] = F32ToBf16(x[i]);
 }
@@ -146,35 +147,66 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
   auto run = [&](auto elem_tag) {
     using Elem = decltype(elem_tag);
     // A head's vector in Elem units (D for BF16 and f32; codes and scales for int8).
-    const int64_t head_stride = static_cast<int64_t>(KvHeadBytes(D, cache.type()) / sizeof(Elem));
-    const int64_t row = Nkv * head_stride;
+    const int64_t head_elems = static_cast<int64_t>(KvHeadBytes(D, cache.type()) / sizeof(Elem));
+    const size_t head_bytes = static_cast<size_t>(head_elems) * sizeof(Elem);
+    const int64_t window = w.sliding ? shape.window.value_or(start + T) : start + T;
     // For the profile: the key and value rows every query reads (its window of positions).
-    const int64_t seen = w.sliding ? shape.window.value_or(start + T) : start + T;
     double kv_positions = 0.0;
-    for (int64_t t = 0; t < T; ++t) kv_positions += static_cast<double>(std::min(start + t + 1, seen));
+    for (int64_t t = 0; t < T; ++t) kv_positions += static_cast<double>(std::min(start + t + 1, window));
     // Ops: per query head and position seen, a D-long dot product and a D-long weighted sum.
     const ProfileScope scope("attention", KvTypeName(cache.type()),
-                             kv_positions * static_cast<double>(2 * row * static_cast<int64_t>(sizeof(Elem))),
+                             kv_positions * static_cast<double>(2 * Nkv * static_cast<int64_t>(head_bytes)),
                              kv_positions * static_cast<double>(4 * Nq * D));
-    // The batch's keys and values in the cache's element type, so a position reads the same
-    // values whether it came from this call or from the cache (batch-size invariance).
-    std::vector<Elem> kb(T * row), vb(T * row);
-    StoreKv(k, T * Nkv, D, head_stride, kb.data());
-    StoreKv(v, T * Nkv, D, head_stride, vb.data());
-    auto key_row = [&](int64_t pos) -> const Elem* {
-      return pos >= start ? &kb[(pos - start) * row] : reinterpret_cast<const Elem*>(cache.KeyRow(layer, pos));
-    };
-    auto value_row = [&](int64_t pos) -> const Elem* {
-      return pos >= start ? &vb[(pos - start) * row] : reinterpret_cast<const Elem*>(cache.ValueRow(layer, pos));
-    };
-    const int64_t window = w.sliding ? shape.window.value_or(start + T) : start + T;
     const float scale = rope.attention_scale();
-    // Row pointers of every position some query of this batch sees, [lo, start + T).
+    // Positions some query of this batch sees, [lo, end).
+    const int64_t end = start + T;
     const int64_t lo = std::max<int64_t>(0, start - window + 1);
-    std::vector<const Elem*> krows(start + T - lo), vrows(start + T - lo);
-    for (int64_t pos = lo; pos < start + T; ++pos) {
-      krows[pos - lo] = key_row(pos);
-      vrows[pos - lo] = value_row(pos);
+    // The queries read every position from one head-major store (key/value head h of position p
+    // at krows[p - lo] + h head_stride): the cache itself, the batch's rows written into it first,
+    // unless they would overwrite ring slots of older positions the batch's own queries still see
+    // (a sliding layer given more than its rollback room of tokens at once, the ring wrapping):
+    // then a copy of the positions seen, from which the cache is written afterwards. Either way a
+    // position reads the values the cache holds for it (batch-size invariance).
+    const int64_t capacity = cache.capacity(layer);
+    const bool in_place = !cache.sliding(layer) || capacity >= cache.context() || T <= capacity - window + 1;
+    std::vector<Elem> kwin, vwin;
+    int64_t head_stride = 0;
+    std::vector<const Elem*> krows(end - lo), vrows(end - lo);
+    if (in_place) {
+      head_stride = static_cast<int64_t>(cache.HeadStride(layer) / sizeof(Elem));
+      for (int64_t t = 0; t < T; ++t) {
+        Elem* key = reinterpret_cast<Elem*>(cache.KeySlot(layer, start + t));
+        Elem* value = reinterpret_cast<Elem*>(cache.ValueSlot(layer, start + t));
+        for (int64_t h = 0; h < Nkv; ++h) {
+          StoreKv(k + (t * Nkv + h) * D, 1, D, head_elems, key + h * head_stride);
+          StoreKv(v + (t * Nkv + h) * D, 1, D, head_elems, value + h * head_stride);
+        }
+      }
+      for (int64_t pos = lo; pos < end; ++pos) {
+        krows[pos - lo] = reinterpret_cast<const Elem*>(cache.KeySlot(layer, pos));
+        vrows[pos - lo] = reinterpret_cast<const Elem*>(cache.ValueSlot(layer, pos));
+      }
+    } else {
+      const int64_t span = end - lo;
+      head_stride = span * head_elems;
+      kwin.resize(static_cast<size_t>(Nkv * head_stride));
+      vwin.resize(static_cast<size_t>(Nkv * head_stride));
+      const int64_t cache_stride = static_cast<int64_t>(cache.HeadStride(layer));
+      for (int64_t pos = lo; pos < end; ++pos) {
+        krows[pos - lo] = &kwin[(pos - lo) * head_elems];
+        vrows[pos - lo] = &vwin[(pos - lo) * head_elems];
+        for (int64_t h = 0; h < Nkv; ++h) {
+          Elem* key = &kwin[h * head_stride + (pos - lo) * head_elems];
+          Elem* value = &vwin[h * head_stride + (pos - lo) * head_elems];
+          if (pos >= start) {
+            StoreKv(k + ((pos - start) * Nkv + h) * D, 1, D, head_elems, key);
+            StoreKv(v + ((pos - start) * Nkv + h) * D, 1, D, head_elems, value);
+          } else {
+            std::memcpy(key, cache.KeySlot(layer, pos) + h * cache_stride, head_bytes);
+            std::memcpy(value, cache.ValueSlot(layer, pos) + h * cache_stride, head_bytes);
+          }
+        }
+      }
     }
     if (start + T <= window && start + 1 > static_cast<int64_t>(kAttendBlock) && T >= kSharedBlocksMinTokens) {
       AttendSharedBlocks(shape, w.sinks.data(), q, T, start, krows.data(), vrows.data(), head_stride, scale, out);
@@ -236,12 +268,16 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
         }
       });
     }  // the query-by-query path
-    // Keep what the next calls need: every position for full layers, the newest `capacity`
-    // for a sliding ring (older ones would be overwritten by later ones in this batch anyway).
-    const int64_t first_kept = std::max<int64_t>(start, start + T - cache.capacity(layer));
-    for (int64_t pos = first_kept; pos < start + T; ++pos) {
-      std::memcpy(cache.KeyRow(layer, pos), &kb[(pos - start) * row], row * sizeof(Elem));
-      std::memcpy(cache.ValueRow(layer, pos), &vb[(pos - start) * row], row * sizeof(Elem));
+    if (!in_place) {
+      // The newest `capacity` positions into the ring (older ones would be overwritten by later
+      // ones in this batch anyway).
+      const int64_t cache_stride = static_cast<int64_t>(cache.HeadStride(layer));
+      for (int64_t pos = std::max<int64_t>(start, end - capacity); pos < end; ++pos) {
+        for (int64_t h = 0; h < Nkv; ++h) {
+          std::memcpy(cache.KeySlot(layer, pos) + h * cache_stride, &kwin[h * head_stride + (pos - lo) * head_elems], head_bytes);
+          std::memcpy(cache.ValueSlot(layer, pos) + h * cache_stride, &vwin[h * head_stride + (pos - lo) * head_elems], head_bytes);
+        }
+      }
     }
   };
   switch (cache.type()) {

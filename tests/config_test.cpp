@@ -289,8 +289,37 @@ TEST(ModelConfig, DeepseekV3KeysAndYarnMscale) {
   EXPECT_EQ(c.bos_token_id, 0);
   EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{1});
   EXPECT_EQ(c.raw.at("kv_lora_rank"), 512);
+  // The MLA and routing keys (deepseek.md §1).
+  EXPECT_EQ(c.q_lora_rank, 1536);
+  EXPECT_EQ(c.kv_lora_rank, 512);
+  EXPECT_EQ(c.qk_nope_head_dim, 128);
+  EXPECT_EQ(c.qk_rope_head_dim, 64);
+  EXPECT_EQ(c.v_head_dim, 128);
+  EXPECT_EQ(c.latent_dim(), 576);
+  EXPECT_EQ(c.n_shared_experts, 1);
+  EXPECT_EQ(c.first_k_dense_replace, 3);
+  EXPECT_EQ(c.n_group, 8);
+  EXPECT_EQ(c.topk_group, 4);
+  EXPECT_EQ(c.topk_method, "noaux_tc");
+  EXPECT_DOUBLE_EQ(c.routed_scaling_factor, 2.5);
+  EXPECT_TRUE(c.norm_topk_prob);
+  // FP8 block weights are the next weight format; until then a one-line refusal.
   EXPECT_EQ(ErrorOf([&] { ValidateModelConfig(c, "ds.json"); }),
-            "ds.json: model_type: unsupported model_type 'deepseek_v3' (supported: gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe)");
+            "ds.json: quantization_config.quant_method: 'fp8' is not supported for deepseek_v3 yet (supported: "
+            "unquantized BF16, F16 or F32 weights)");
+  ModelConfig bad = c;
+  bad.quantization = {};
+  EXPECT_NO_THROW(ValidateModelConfig(bad, "ds.json"));
+  bad.topk_method = "greedy";
+  EXPECT_EQ(ErrorOf([&] { ValidateModelConfig(bad, "ds.json"); }),
+            "ds.json: topk_method: 'greedy' is not supported for deepseek_v3 (supported: noaux_tc)");
+  bad.topk_method = "noaux_tc";
+  bad.n_group = 7;
+  EXPECT_EQ(ErrorOf([&] { ValidateModelConfig(bad, "ds.json"); }),
+            "ds.json: n_group: 7 must be positive and divide the 256 routed experts");
+  bad.n_group = 8;
+  bad.attention_bias = true;
+  EXPECT_NE(ErrorOf([&] { ValidateModelConfig(bad, "ds.json"); }).find("attention_bias"), std::string::npos);
 
   // Written back in DeepSeek's own spellings.
   const json j = ModelConfigToJson(c);
@@ -337,7 +366,7 @@ TEST(ModelConfig, UnknownArchitectureIsNotAParseError) {
   // No head_dim is invented for an unknown architecture whose sizes do not divide.
   EXPECT_EQ(ParseModelConfig(R"({"model_type": "x", "hidden_size": 10, "num_attention_heads": 3})", "x").head_dim, 0);
   EXPECT_EQ(ErrorOf([&] { ValidateModelConfig(c, "m.json"); }),
-            "m.json: model_type: unsupported model_type 'mamba' (supported: gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe)");
+            "m.json: model_type: unsupported model_type 'mamba' (supported: deepseek_v2, deepseek_v3, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe)");
   EXPECT_EQ(ErrorOf([] { ValidateModelConfig(ParseModelConfig("{}", "e.json"), "e.json"); }),
             "e.json: model_type: missing");
 }
@@ -545,7 +574,7 @@ TEST(ModelConfigErrors, Validation) {
   expect([](ModelConfig& c) { c.hidden_size = 2880 + 16; },
          "v.json: hidden_size: 2896 is not a multiple of 32 (MXFP4 block size)");
   expect([](ModelConfig& c) { c.model_type = "phi3"; },
-         "v.json: model_type: unsupported model_type 'phi3' (supported: gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe)");
+         "v.json: model_type: unsupported model_type 'phi3' (supported: deepseek_v2, deepseek_v3, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe)");
   expect([](ModelConfig& c) { c.model_type = "qwen3"; },
          "v.json: quantization_config.quant_method: 'mxfp4' is not supported for qwen3 (supported: awq, "
          "compressed-tensors, or unquantized BF16, F16 or F32 weights)");

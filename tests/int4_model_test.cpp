@@ -111,7 +111,7 @@ TEST(Int4Model, FormatsAndBytesFollowTheScheme) {
   // int4 and int4-q8 hold the same layout: the same bytes per token on both paths.
   ModelOptions fast;
   fast.precision = Precision::kFast;
-  EXPECT_EQ(Model::Load(kDir + "llama_awq", fast)->DecodeBytes(0, 0), awq->DecodeBytes(0, 0));
+  EXPECT_EQ(Model::Load(kDir + "llama_awq", fast)->DecodeBytes(0), awq->DecodeBytes(0));
 }
 
 // ---- the unpacking of each stored form ----------------------------------------------------------

@@ -161,7 +161,7 @@ TEST(SynthPresets, UnknownPresetIsAnError) {
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "unknown preset 'gpt-oss-7b' (known: tiny, gpt-oss-20b, gpt-oss-120b, llama-3.1-8b, mistral-7b, "
-                 "qwen2.5-7b, qwen3-8b, qwen3-30b-a3b, tiny-llama, tiny-qwen3, tiny-qwen3-moe)");
+                 "qwen2.5-7b, qwen3-8b, qwen3-30b-a3b, tiny-llama, tiny-qwen3, tiny-qwen3-moe, deepseek-v2-lite, tiny-deepseek-v2, tiny-deepseek-v3)");
   }
 }
 
@@ -408,7 +408,7 @@ TEST(SynthFamilies, RealPresetsMatchThePublishedCheckpoints) {
 
 // Every family preset writes a directory the loader takes, and inspect's description agrees.
 TEST(SynthFamilies, TinyPresetsLoadAndRun) {
-  for (const char* preset : {"tiny-llama", "tiny-qwen3", "tiny-qwen3-moe"}) {
+  for (const char* preset : {"tiny-llama", "tiny-qwen3", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3"}) {
     const std::string dir = ::testing::TempDir() + "tessera_synth_" + preset;
     std::filesystem::remove_all(dir);
     SynthOptions options;

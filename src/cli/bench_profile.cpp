@@ -114,9 +114,8 @@ void RunDecodeProfile(const Model& model, KvCache& cache, int tokens, int reps, 
   const double seconds = TotalSeconds(entries);
   double bytes = 0.0;
   for (const ProfileEntry& e : entries) bytes += e.bytes;
-  const size_t kv_size = KvHeadBytes(model.config().head_dim, cache.type());
   double model_bytes = 0.0;  // the byte model bench's roofline uses, for comparison
-  for (int i = 0; i < tokens; ++i) model_bytes += model.DecodeBytes(depth + i, kv_size);
+  for (int i = 0; i < tokens; ++i) model_bytes += model.DecodeBytes(depth + i, cache.type());
   model_bytes /= tokens;
   auto gbs = [](double b, double s) { return s > 0 ? b / s * 1e-9 : 0.0; };
 

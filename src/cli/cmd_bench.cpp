@@ -210,7 +210,6 @@ void RunBatchedDecode(const BenchArgs& a, const Model& model) {
   if (a.gen < 1) Fail("bench --sequences needs -n >= 1 (the generation test it runs)");
   const int64_t B = a.sequences, n = a.gen;
   const KvType kv = ParseKvType(a.kv_type);
-  const size_t kv_bytes = KvHeadBytes(model.config().head_dim, kv);
   const DecodeByteModel bytes_of = DecodeBytesOf(model.config(), model.options());
   std::mt19937 rng(99);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size()) - 1);
@@ -231,7 +230,7 @@ void RunBatchedDecode(const BenchArgs& a, const Model& model) {
       for (int64_t b = 0; b < B; ++b) batch[b] = {next[b], i, &caches[b], LogitsMode::kLast, &logits[b]};
       model.ForwardBatch(batch);
       const double distinct = model.last_forward_experts_per_layer();
-      bytes += bytes_of.Bytes(B, distinct) + static_cast<double>(B) * (model.DecodeBytes(i, kv_bytes) - model.DecodeBytes(i, 0));
+      bytes += bytes_of.Bytes(B, distinct) + static_cast<double>(B) * (model.DecodeBytes(i, kv) - model.DecodeBytes(i));
       if (rep >= 0) {
         distinct_sum += distinct;
         ++steps_counted;
@@ -375,8 +374,7 @@ void RunBench(const BenchArgs& a) {
   }
   double bandwidth = 0.0, tg_bytes = 0.0, fraction = 0.0;
   if (a.gen > 0) {
-    const size_t kv_bytes = KvHeadBytes(model->config().head_dim, kv);
-    for (int64_t i = 0; i < a.gen; ++i) tg_bytes += model->DecodeBytes(depth + i, kv_bytes);
+    for (int64_t i = 0; i < a.gen; ++i) tg_bytes += model->DecodeBytes(depth + i, kv);
     tg_bytes /= static_cast<double>(a.gen);
     std::vector<double> fractions;
     for (size_t i = 0; i < bandwidths.size(); ++i) fractions.push_back(results.back().samples[i] * tg_bytes / bandwidths[i]);

@@ -281,23 +281,51 @@ void RunInspect(const InspectArgs& args) {
                          c.layer_types.size() - sliding, " full)");
       }
       std::printf("layers: %s\n", layers.c_str());
-      std::printf("hidden: %lld, heads: %lld, kv heads: %lld, head_dim: %lld\n",
-                  static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
-                  static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.head_dim));
       const Architecture& row = ArchitectureOf(c, config_path);
+      if (row.attention == AttentionKind::kMla) {
+        const MlaDims m = MlaDimsOf(c, config_path);
+        std::printf("hidden: %lld, heads: %lld, MLA: q %s, latent %lld + rope %lld per token (cached), head q/k %lld + %lld, "
+                    "v %lld\n",
+                    static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
+                    m.q_lora > 0 ? StrCat("lora ", m.q_lora).c_str() : "proj", static_cast<long long>(m.latent),
+                    static_cast<long long>(m.rope), static_cast<long long>(m.nope), static_cast<long long>(m.rope),
+                    static_cast<long long>(m.value));
+      } else {
+        std::printf("hidden: %lld, heads: %lld, kv heads: %lld, head_dim: %lld\n",
+                    static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
+                    static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.head_dim));
+      }
       int64_t moe_layers = 0;
       for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe_layers += PlanLayer(row, c, l).moe;
       std::printf("layout: %s%s%s%s%s\n", row.hf_class.data(), PlanLayer(row, c, 0).qkv_bias ? ", q/k/v biases" : "",
                   row.qk_norm ? ", q/k norm" : "", row.sinks ? ", attention sinks" : "",
                   c.tie_word_embeddings ? ", tied embeddings" : "");
       if (moe_layers > 0) {
-        const int64_t expert_width = row.mlp == MlpKind::kMoeWhereSparse ? c.moe_intermediate_size : c.intermediate_size;
-        std::printf("experts: %lld, top-%lld, intermediate %lld, router %s%s, on %lld of %lld layers\n",
+        const int64_t expert_width = row.mlp == MlpKind::kGated || row.mlp == MlpKind::kMoe ? c.intermediate_size
+                                                                                           : c.moe_intermediate_size;
+        std::string router;
+        switch (row.router) {
+          case RouterKind::kTopKThenSoftmax: router = "top-k then softmax"; break;
+          case RouterKind::kSoftmaxThenTopK: router = c.norm_topk_prob ? "softmax then top-k (renormalised)" : "softmax then top-k"; break;
+          case RouterKind::kSoftmaxGroupMax:
+          case RouterKind::kSigmoidNoauxTc:
+            router = StrCat(row.router == RouterKind::kSoftmaxGroupMax ? "softmax" : "sigmoid + correction bias", ", ",
+                            c.topk_method);
+            if (c.topk_method != "greedy") router += StrCat(" (", c.topk_group, " of ", c.n_group, " groups)");
+            if (row.router == RouterKind::kSigmoidNoauxTc && c.norm_topk_prob) router += ", renormalised";
+            router += StrCat(", x ", c.routed_scaling_factor);
+            break;
+        }
+        std::printf("experts: %lld, top-%lld, intermediate %lld, router %s, on %lld of %lld layers\n",
                     static_cast<long long>(c.num_local_experts), static_cast<long long>(c.num_experts_per_tok),
-                    static_cast<long long>(expert_width),
-                    row.router == RouterKind::kTopKThenSoftmax ? "top-k then softmax" : "softmax then top-k",
-                    row.router == RouterKind::kSoftmaxThenTopK && c.norm_topk_prob ? " (renormalised)" : "",
-                    static_cast<long long>(moe_layers), static_cast<long long>(c.num_hidden_layers));
+                    static_cast<long long>(expert_width), router.c_str(), static_cast<long long>(moe_layers),
+                    static_cast<long long>(c.num_hidden_layers));
+        if (row.shared_experts && c.n_shared_experts > 0) {
+          std::printf("shared experts: %lld (intermediate %lld), dense layers: %lld (intermediate %lld)\n",
+                      static_cast<long long>(c.n_shared_experts),
+                      static_cast<long long>(c.n_shared_experts * c.moe_intermediate_size),
+                      static_cast<long long>(c.num_hidden_layers - moe_layers), static_cast<long long>(c.intermediate_size));
+        }
       } else {
         std::printf("intermediate: %lld\n", static_cast<long long>(c.intermediate_size));
       }

@@ -42,6 +42,12 @@ void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precisi
                   "kernels; off runs dense-with-zeros weights dense (bitmask-compressed ones stay sparse)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--mla", args.mla,
+                  "DeepSeek attention: absorbed (attend over the cached latent rows, kv_b_proj folded into the "
+                  "query and output) or naive (decompress every cached position's per-head keys and values, "
+                  "as transformers does); the same logits to rounding, docs/BENCHMARKS.md compares their speed")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"absorbed", "naive"}));
 }
 
 ModelOptions ToModelOptions(const ModelArgs& args) {
@@ -50,6 +56,7 @@ ModelOptions ToModelOptions(const ModelArgs& args) {
   o.dense = args.dense == "int8" ? DenseWeights::kInt8 : DenseWeights::kBf16;
   o.exact_layers = args.exact_layers;
   o.sparse_kernels = args.sparse == "on";
+  o.mla = args.mla == "naive" ? MlaForm::kNaive : MlaForm::kAbsorbed;
   o.tp_experts = args.tp_experts == "expert" ? TpExperts::kExpert : TpExperts::kTensor;
   o.tp = MakeTensorParallelGroup(args.tp);
   if (o.tp && o.tp->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) {

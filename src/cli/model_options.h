@@ -18,10 +18,11 @@ struct ModelArgs {
   int tp = 1;
   std::string tp_experts = "tensor";
   std::string sparse = "on";
+  std::string mla = "absorbed";
 };
 
-// Adds --precision (default `default_precision`), --dense, --exact-layers, --tp, --tp-experts and
-// --sparse to `cmd`.
+// Adds --precision (default `default_precision`), --dense, --exact-layers, --tp, --tp-experts,
+// --sparse and --mla to `cmd`.
 void AddModelOptions(CLI::App* cmd, ModelArgs& args, const char* default_precision);
 // With --tp P > 1 this joins the MPI job (which must have P ranks) and silences stdout on every
 // rank but 0, so the job prints one copy of the output (errors still reach stderr).

@@ -42,9 +42,11 @@ enum : uint32_t {
   kDeepseekV3 = 1u << 4,
   kMistral = 1u << 5,
   kQwen3Moe = 1u << 6,
-  kOtherArch = 1u << 7,
+  kDeepseekV2 = 1u << 7,
+  kOtherArch = 1u << 8,
 };
-constexpr uint32_t kKnownArchs = kGptOss | kLlama | kQwen2 | kQwen3 | kDeepseekV3 | kMistral | kQwen3Moe;
+constexpr uint32_t kDeepseek = kDeepseekV2 | kDeepseekV3;
+constexpr uint32_t kKnownArchs = kGptOss | kLlama | kQwen2 | kQwen3 | kDeepseek | kMistral | kQwen3Moe;
 
 uint32_t ArchBit(std::string_view model_type) {
   if (model_type == "gpt_oss") return kGptOss;
@@ -52,6 +54,7 @@ uint32_t ArchBit(std::string_view model_type) {
   if (model_type == "qwen2") return kQwen2;
   if (model_type == "qwen3") return kQwen3;
   if (model_type == "deepseek_v3") return kDeepseekV3;
+  if (model_type == "deepseek_v2") return kDeepseekV2;
   if (model_type == "mistral") return kMistral;
   if (model_type == "qwen3_moe") return kQwen3Moe;
   return kOtherArch;
@@ -800,20 +803,45 @@ const std::vector<Field<ModelConfig>>& Fields() {
     f.push_back(Int("num_local_experts", &M::num_local_experts)
                     .Alias("n_routed_experts")
                     .Alias("num_experts")
-                    .ArchKey(kDeepseekV3, "n_routed_experts")
+                    .ArchKey(kDeepseek, "n_routed_experts")
                     .ArchKey(kQwen3Moe, "num_experts")
                     .NonNegative()
                     .Required(kGptOss | kQwen3Moe));
-    f.push_back(
-        Int("num_experts_per_tok", &M::num_experts_per_tok).Alias("experts_per_token").NonNegative().Required(kGptOss | kQwen3Moe));
+    f.push_back(Int("num_experts_per_tok", &M::num_experts_per_tok)
+                    .Alias("experts_per_token")
+                    .NonNegative()
+                    .Required(kGptOss | kQwen3Moe));
     f.push_back(Num("swiglu_limit", &M::swiglu_limit).Positive().Required(kGptOss));
     // Qwen3-MoE (dense-decoders.md §2.5). norm_topk_prob is required rather than defaulted: the
     // class default (false) differs from what the released checkpoints set (true).
     f.push_back(Int("moe_intermediate_size", &M::moe_intermediate_size).Positive().Required(kQwen3Moe));
-    f.push_back(SparseBool("norm_topk_prob", &M::norm_topk_prob).Default(false));
+    // DeepseekV3Config defaults it to true; V2's router never reads it (deepseek.md §5).
+    f.push_back(SparseBool("norm_topk_prob", &M::norm_topk_prob).Default(false).ArchDefault(kDeepseekV3, true));
     f.push_back(Int("decoder_sparse_step", &M::decoder_sparse_step).Positive());
     f.push_back(IntList("mlp_only_layers", &M::mlp_only_layers));
     f.push_back(Num("router_aux_loss_coef", &M::router_aux_loss_coef).NonNegative());
+
+    // DeepSeek-V2/V3 (deepseek.md §1, §5): written back for those types only. The class defaults
+    // differ from the released checkpoints (V3: 8 groups, scale 2.5), so the routing keys are
+    // read with the class defaults when absent, as HF would. The sizes a model needs are checked
+    // by ValidateModelConfig (a config read for its rope alone may lack them).
+    const auto deepseek = [](const M& c) { return (ArchBit(c.model_type) & kDeepseek) != 0; };
+    f.push_back(OptInt("q_lora_rank", &M::q_lora_rank).Positive().When(deepseek));
+    f.push_back(Int("kv_lora_rank", &M::kv_lora_rank).Positive().When(deepseek));
+    f.push_back(Int("qk_nope_head_dim", &M::qk_nope_head_dim).Positive().When(deepseek));
+    f.push_back(Int("qk_rope_head_dim", &M::qk_rope_head_dim).Positive().When(deepseek));
+    f.push_back(Int("v_head_dim", &M::v_head_dim).Positive().When(deepseek));
+    f.push_back(Int("n_shared_experts", &M::n_shared_experts).NonNegative().When(deepseek));
+    f.push_back(Int("first_k_dense_replace", &M::first_k_dense_replace).NonNegative().When(deepseek));
+    f.push_back(Int("moe_layer_freq", &M::moe_layer_freq).Positive().Default(1).When(deepseek));
+    f.push_back(Int("n_group", &M::n_group).NonNegative().ArchDefault(kDeepseekV3, 8).When(deepseek));
+    f.push_back(Int("topk_group", &M::topk_group).NonNegative().ArchDefault(kDeepseekV3, 4).When(deepseek));
+    f.push_back(Str("topk_method", &M::topk_method).ArchDefault(kDeepseekV2, "greedy").ArchDefault(kDeepseekV3, "noaux_tc").When(deepseek));
+    f.push_back(Num("routed_scaling_factor", &M::routed_scaling_factor)
+                    .Positive()
+                    .Default(1.0)
+                    .ArchDefault(kDeepseekV3, 2.5)
+                    .When(deepseek));
 
     f.push_back(OptInt("bos_token_id", &M::bos_token_id).NonNegative());
     f.push_back(TokenIds("eos_token_id", &M::eos_token_ids));
@@ -840,8 +868,8 @@ void DeriveDefaults(ModelConfig& c, const json& obj, uint32_t arch, const std::s
   }
   if (c.head_dim == 0 && c.num_attention_heads > 0) {
     const json* rope_dim = Lookup(obj, "qk_rope_head_dim");
-    if (arch == kDeepseekV3 && rope_dim != nullptr) {
-      // DeepseekV3Config sets head_dim = qk_rope_head_dim (the rotary part of a head).
+    if ((arch & kDeepseek) && rope_dim != nullptr) {
+      // DeepseekV2/V3Config set head_dim = qk_rope_head_dim (the rotary part of a head).
       c.head_dim = ToInt(*rope_dim, Ctx{&source, "qk_rope_head_dim", &obj, arch});
       CheckNumber(static_cast<double>(c.head_dim), Limits{Sign::kPositive, std::nullopt},
                   Ctx{&source, "qk_rope_head_dim", &obj, arch});
@@ -957,6 +985,54 @@ nlohmann::json ModelConfigToJson(const ModelConfig& config) {
   return WriteFields(Fields(), config, config.raw, ArchBit(config.model_type));
 }
 
+// DeepSeek-V2/V3 (deepseek.md §1, §5): what the MLA and DeepSeekMoE blocks need of the config.
+void ValidateDeepseek(const ModelConfig& c, const std::string& source) {
+  const bool v3 = ArchBit(c.model_type) == kDeepseekV3;
+  if (c.attention_bias) {
+    Fail(source, ": attention_bias: true is not supported for ", c.model_type,
+         " (no released checkpoint has attention biases)");
+  }
+  const std::string& method = c.topk_method;
+  const bool grouped = method == "group_limited_greedy" || method == "noaux_tc";
+  if (v3 ? method != "noaux_tc" : (method != "greedy" && method != "group_limited_greedy")) {
+    Fail(source, ": topk_method: ", Quote(method), " is not supported for ", c.model_type, " (supported: ",
+         v3 ? "noaux_tc" : "greedy, group_limited_greedy", ")");
+  }
+  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"kv_lora_rank", c.kv_lora_rank},
+                                   {"qk_nope_head_dim", c.qk_nope_head_dim},
+                                   {"qk_rope_head_dim", c.qk_rope_head_dim},
+                                   {"v_head_dim", c.v_head_dim},
+                                   {"n_routed_experts", c.num_local_experts},
+                                   {"num_experts_per_tok", c.num_experts_per_tok},
+                                   {"moe_intermediate_size", c.moe_intermediate_size}}) {
+    if (value <= 0) Fail(source, ": ", key, ": missing (required for model_type '", c.model_type, "')");
+  }
+  const int64_t E = c.num_local_experts;
+  if (grouped) {
+    if (c.n_group <= 0 || E % c.n_group != 0) {
+      Fail(source, ": n_group: ", c.n_group, " must be positive and divide the ", E, " routed experts");
+    }
+    if (c.topk_group <= 0 || c.topk_group > c.n_group) {
+      Fail(source, ": topk_group: ", c.topk_group, " must lie in [1, n_group ", c.n_group, "]");
+    }
+    // noaux_tc scores a group by its two best experts.
+    if (method == "noaux_tc" && E / c.n_group < 2) {
+      Fail(source, ": n_group: ", c.n_group, " groups of ", E / c.n_group, " expert leave no top-2 per group");
+    }
+    if (c.num_experts_per_tok > c.topk_group * (E / c.n_group)) {
+      Fail(source, ": num_experts_per_tok: ", c.num_experts_per_tok, " exceeds the ", c.topk_group * (E / c.n_group),
+           " experts of the topk_group groups");
+    }
+  }
+  if (c.hidden_act != "silu") {
+    Fail(source, ": hidden_act: ", Quote(c.hidden_act), " is not supported for ", c.model_type, " (supported: silu)");
+  }
+  if (!c.quantization.quant_method.empty()) {
+    Fail(source, ": quantization_config.quant_method: ", Quote(c.quantization.quant_method), " is not supported for ",
+         c.model_type, " yet (supported: unquantized BF16, F16 or F32 weights)");
+  }
+}
+
 void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
   if (config.model_type.empty()) Fail(source, ": model_type: missing");
   const std::vector<std::string_view>& supported = SupportedModelTypes();
@@ -1001,6 +1077,7 @@ void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
       Fail(source, ": hidden_act: ", Quote(config.hidden_act), " is not supported for ", config.model_type,
            " (supported: silu)");
     }
+    if (arch & kDeepseek) ValidateDeepseek(config, source);
     // int4 weights (model/formats/int4.h checks the scheme itself).
     if (!method.empty() && method != "awq" && method != "compressed-tensors") {
       Fail(source, ": quantization_config.quant_method: ", Quote(method), " is not supported for ", config.model_type,
@@ -1028,7 +1105,8 @@ void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
 }
 
 const std::vector<std::string_view>& SupportedModelTypes() {
-  static const std::vector<std::string_view> types = {"gpt_oss", "llama", "mistral", "qwen2", "qwen3", "qwen3_moe"};
+  static const std::vector<std::string_view> types = {"deepseek_v2", "deepseek_v3", "gpt_oss", "llama",
+                                                       "mistral",     "qwen2",       "qwen3",   "qwen3_moe"};
   return types;
 }
 

@@ -124,6 +124,24 @@ struct ModelConfig {
   int64_t decoder_sparse_step = 0;  // absent: 1 for qwen3_moe
   std::vector<int64_t> mlp_only_layers;
 
+  // DeepSeek-V2/V3 (deepseek.md §1): Multi-head Latent Attention sizes (q_lora_rank absent or
+  // null: a plain q_proj), the DeepSeekMoE layout (shared experts, dense first layers) and its
+  // routing (topk_method greedy / group_limited_greedy for V2, noaux_tc for V3).
+  std::optional<int64_t> q_lora_rank;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t n_shared_experts = 0;
+  int64_t first_k_dense_replace = 0;
+  int64_t moe_layer_freq = 1;
+  int64_t n_group = 0;     // 0: no expert groups
+  int64_t topk_group = 0;
+  std::string topk_method;
+  double routed_scaling_factor = 1.0;
+  // The latent cache's width per position (kv_lora_rank + qk_rope_head_dim; 0 for other families).
+  int64_t latent_dim() const { return kv_lora_rank > 0 ? kv_lora_rank + qk_rope_head_dim : 0; }
+
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // config.json may hold an int or a list
   std::optional<int64_t> pad_token_id;

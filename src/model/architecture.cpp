@@ -12,6 +12,25 @@ namespace {
 // One row per model_type (dense-decoders.md §2 table; gpt-oss.md §2-3); unstated columns keep
 // architecture.h's defaults.
 constexpr std::array kArchitectures = {
+    // deepseek.md §1-6: no attention biases in released checkpoints (config validation refuses
+    // attention_bias), per-expert tensors, the router under mlp.gate.
+    Architecture{.model_type = "deepseek_v2",
+                 .hf_class = "DeepseekV2ForCausalLM",
+                 .qkv_bias = BiasRule::kNever,
+                 .o_bias = BiasRule::kNever,
+                 .attention = AttentionKind::kMla,
+                 .mlp = MlpKind::kMoeAfterDense,
+                 .router = RouterKind::kSoftmaxGroupMax,
+                 .shared_experts = true},
+    Architecture{.model_type = "deepseek_v3",
+                 .hf_class = "DeepseekV3ForCausalLM",
+                 .qkv_bias = BiasRule::kNever,
+                 .o_bias = BiasRule::kNever,
+                 .attention = AttentionKind::kMla,
+                 .mlp = MlpKind::kMoeAfterDense,
+                 .router = RouterKind::kSigmoidNoauxTc,
+                 .router_correction_bias = true,
+                 .shared_experts = true},
     Architecture{.model_type = "gpt_oss",
                  .hf_class = "GptOssForCausalLM",
                  .sinks = true,
@@ -64,6 +83,20 @@ bool HasBias(BiasRule rule, const ModelConfig& config) {
   return false;
 }
 
+MlaDims MlaDimsOf(const ModelConfig& config, const std::string& source) {
+  auto positive = [&](const char* key, int64_t value) {
+    if (value <= 0 || value > (int64_t{1} << 31)) Fail(source, ": ", key, ": must be positive, got ", value);
+    return value;
+  };
+  MlaDims d;
+  d.q_lora = config.q_lora_rank ? positive("q_lora_rank", *config.q_lora_rank) : 0;
+  d.latent = positive("kv_lora_rank", config.kv_lora_rank);
+  d.nope = positive("qk_nope_head_dim", config.qk_nope_head_dim);
+  d.rope = positive("qk_rope_head_dim", config.qk_rope_head_dim);
+  d.value = positive("v_head_dim", config.v_head_dim);
+  return d;
+}
+
 LayerPlan PlanLayer(const Architecture& arch, const ModelConfig& config, int64_t layer) {
   LayerPlan plan;
   plan.sliding = config.layer_types.at(static_cast<size_t>(layer)) == LayerType::kSlidingAttention;
@@ -80,9 +113,16 @@ LayerPlan PlanLayer(const Architecture& arch, const ModelConfig& config, int64_t
                  (layer + 1) % step == 0;
       break;
     }
+    case MlpKind::kMoeAfterDense: {
+      // HF reads first_k_dense_replace alone; the original code also moe_layer_freq (deepseek.md §5).
+      const int64_t freq = config.moe_layer_freq > 0 ? config.moe_layer_freq : 1;
+      plan.moe = config.num_local_experts > 0 && layer >= config.first_k_dense_replace && layer % freq == 0;
+      break;
+    }
   }
-  plan.intermediate = plan.moe && arch.mlp == MlpKind::kMoeWhereSparse ? config.moe_intermediate_size
-                                                                        : config.intermediate_size;
+  const bool expert_width = arch.mlp == MlpKind::kMoeWhereSparse || arch.mlp == MlpKind::kMoeAfterDense;
+  plan.intermediate = plan.moe && expert_width ? config.moe_intermediate_size : config.intermediate_size;
+  if (plan.moe && arch.shared_experts) plan.shared_intermediate = config.n_shared_experts * config.moe_intermediate_size;
   return plan;
 }
 

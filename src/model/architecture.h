@@ -2,7 +2,7 @@
 // (architecture.cpp, kArchitectures). Everything that differs between the families is a column
 // of that row; the tensor list (tensor_specs.h), the loader and the layers (model.cpp, layers.h),
 // `inspect`, `synth` and the decode byte count read the row and the config, never the type name.
-// Semantics: ../shared/reference/gpt-oss.md §2-3 and dense-decoders.md §1-5.
+// Semantics: ../shared/reference/gpt-oss.md §2-3, dense-decoders.md §1-5 and deepseek.md §1-6.
 //
 // Common skeleton (all rows): embeddings -> per layer [RMSNorm -> attention -> residual ->
 // RMSNorm -> MLP or MoE -> residual] -> RMSNorm -> lm_head (the embedding matrix when
@@ -30,12 +30,26 @@ enum class BiasRule : uint8_t {
   kMlpBias,        // config.mlp_bias
 };
 
+// The attention block of a layer.
+enum class AttentionKind : uint8_t {
+  kGqa,  // q/k/v/o projections, grouped key/value heads, split-half (or interleaved) RoPE
+  // DeepSeek Multi-head Latent Attention (deepseek.md §2, §4): q through q_proj or the q_lora
+  // pair, one compressed [latent | rotary key] row per token shared by every head, kv_b_proj's
+  // per-head key and value decompression folded into the query and the output (absorbed form);
+  // the cache holds the latent rows only.
+  kMla,
+};
+
 enum class MlpKind : uint8_t {
   kGated,  // down(act(gate(x)) * up(x)), intermediate_size
   kMoe,    // a router and num_local_experts gated experts on every layer
   // Qwen3-MoE: layer i is sparse iff i is not in mlp_only_layers and (i + 1) % decoder_sparse_step
   // == 0 (moe_intermediate_size experts), otherwise a gated MLP of intermediate_size.
   kMoeWhereSparse,
+  // DeepSeek: layer i is sparse iff i >= first_k_dense_replace and i % moe_layer_freq == 0
+  // (moe_intermediate_size experts plus n_shared_experts x moe_intermediate_size shared units
+  // always added), otherwise a gated MLP of intermediate_size.
+  kMoeAfterDense,
 };
 
 enum class RouterKind : uint8_t {
@@ -44,6 +58,15 @@ enum class RouterKind : uint8_t {
   // Qwen3-MoE: softmax over all experts in float32, then top-k, renormalised over the k when
   // norm_topk_prob (dense-decoders.md §2.5).
   kSoftmaxThenTopK,
+  // DeepSeek-V2 (deepseek.md §5): softmax over all experts; group_limited_greedy keeps the
+  // topk_group groups with the largest maximum (the others' scores 0); top-k of the scores,
+  // times routed_scaling_factor (never renormalised).
+  kSoftmaxGroupMax,
+  // DeepSeek-V3 noaux_tc (deepseek.md §5): sigmoid scores; the choice is made on scores plus
+  // e_score_correction_bias, within the topk_group groups of largest top-2 sum (the others' 0.0);
+  // the weights are the unbiased scores, renormalised when norm_topk_prob (+ 1e-20), times
+  // routed_scaling_factor.
+  kSigmoidNoauxTc,
 };
 
 enum class Activation : uint8_t {
@@ -68,6 +91,7 @@ struct Architecture {
   BiasRule qkv_bias = BiasRule::kAttentionBias;
   BiasRule o_bias = BiasRule::kAttentionBias;
   BiasRule mlp_bias = BiasRule::kNever;  // gated MLP projections (not experts)
+  AttentionKind attention = AttentionKind::kGqa;
   bool qk_norm = false;  // per-head RMSNorm of q and k before RoPE, weight [head_dim]
   bool sinks = false;    // one learned softmax logit per query head (self_attn.sinks)
   MlpKind mlp = MlpKind::kGated;
@@ -75,6 +99,8 @@ struct Architecture {
   RouterKind router = RouterKind::kTopKThenSoftmax;
   std::string_view router_name = "mlp.gate";  // gpt-oss: "mlp.router"
   bool router_bias = false;
+  bool router_correction_bias = false;  // <router_name>.e_score_correction_bias [E], F32 (choice only)
+  bool shared_experts = false;          // mlp.shared_experts.{gate,up,down}_proj on MoE layers
   Activation expert_activation = Activation::kSilu;
   ExpertLayout experts = ExpertLayout::kPerExpert;
   bool expert_bias = false;
@@ -91,12 +117,23 @@ const Architecture& ArchitectureOf(const ModelConfig& config, const std::string&
 
 bool HasBias(BiasRule rule, const ModelConfig& config);
 
+// The sizes of DeepSeek's Multi-head Latent Attention (deepseek.md §1-2): per head a query and key
+// of nope + rope channels and a value of `value`; one latent of `latent` channels plus one shared
+// rotary key of `rope` channels per token; q_lora 0 when the query comes from a plain q_proj.
+struct MlaDims {
+  int64_t q_lora = 0, latent = 0, nope = 0, rope = 0, value = 0;
+  int64_t cache_width() const { return latent + rope; }  // one cached row per token and layer
+};
+// Throws one line naming `source` when a size is missing or not positive.
+MlaDims MlaDimsOf(const ModelConfig& config, const std::string& source = "config.json");
+
 // What one decoder layer is, resolved from the row and the config.
 struct LayerPlan {
   bool sliding = false;
   bool moe = false;
   bool qkv_bias = false, o_bias = false, mlp_bias = false;
   int64_t intermediate = 0;  // per expert on MoE layers, else the gated MLP's
+  int64_t shared_intermediate = 0;  // MoE layers with shared experts: their units (else 0)
 };
 LayerPlan PlanLayer(const Architecture& arch, const ModelConfig& config, int64_t layer);
 

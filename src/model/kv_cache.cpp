@@ -47,8 +47,9 @@ KvCache::KvCache(const ModelConfig& config, int64_t context, KvType type, int64_
          config.max_position_embeddings);
   }
   if (rollback < 0) Fail("rollback must be non-negative (got ", rollback, ")");
-  kv_heads_ = config.num_key_value_heads;
-  head_bytes_ = KvHeadBytes(config.head_dim, type);
+  values_are_keys_ = config.latent_dim() > 0;
+  kv_heads_ = values_are_keys_ ? 1 : config.num_key_value_heads;
+  head_bytes_ = KvHeadBytes(values_are_keys_ ? config.latent_dim() : config.head_dim, type);
   row_bytes_ = static_cast<size_t>(kv_heads_) * head_bytes_;
   layers_.resize(config.num_hidden_layers);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
@@ -60,14 +61,16 @@ KvCache::KvCache(const ModelConfig& config, int64_t context, KvType type, int64_
 }
 
 uint64_t KvCache::BytesFor(const ModelConfig& config, int64_t positions, KvType type, int64_t rollback) {
-  const uint64_t row = static_cast<uint64_t>(config.num_key_value_heads) * KvHeadBytes(config.head_dim, type);
+  const bool latent = config.latent_dim() > 0;
+  const uint64_t row = latent ? KvHeadBytes(config.latent_dim(), type)
+                              : static_cast<uint64_t>(config.num_key_value_heads) * KvHeadBytes(config.head_dim, type);
   uint64_t slots = 0;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     const bool sliding = config.layer_types[l] == LayerType::kSlidingAttention;
     const int64_t ring = sliding ? config.sliding_window.value_or(positions) + rollback : positions;
     slots += static_cast<uint64_t>(std::min(positions, ring));
   }
-  return 2 * slots * row;  // keys and values
+  return (latent ? 1 : 2) * slots * row;  // keys and values (the latent rows are both)
 }
 
 size_t KvCache::bytes() const {
@@ -92,7 +95,7 @@ void KvCache::Reserve(int64_t positions) {
       if (needed > l.allocated) {
         target[i] = exact ? needed : l.sliding ? l.capacity : std::min(l.capacity, std::max(needed, 2 * l.allocated));
       }
-      added += 2 * static_cast<uint64_t>(target[i] - l.allocated) * RowBytes();
+      added += (values_are_keys_ ? 1 : 2) * static_cast<uint64_t>(target[i] - l.allocated) * RowBytes();
     }
     return added;
   };
@@ -115,7 +118,7 @@ void KvCache::Reserve(int64_t positions) {
     std::vector<uint8_t> keys, values;
     try {
       keys.resize(static_cast<size_t>(target[i]) * RowBytes());
-      values.resize(static_cast<size_t>(target[i]) * RowBytes());
+      if (!values_are_keys_) values.resize(static_cast<size_t>(target[i]) * RowBytes());
     } catch (const std::bad_alloc&) {
       refuse();
     }
@@ -123,7 +126,7 @@ void KvCache::Reserve(int64_t positions) {
     const size_t new_stride = static_cast<size_t>(target[i]) * head_bytes_;
     for (int64_t h = 0; h < kv_heads_ && old_stride > 0; ++h) {
       std::memcpy(keys.data() + h * new_stride, l.keys.data() + h * old_stride, old_stride);
-      std::memcpy(values.data() + h * new_stride, l.values.data() + h * old_stride, old_stride);
+      if (!values_are_keys_) std::memcpy(values.data() + h * new_stride, l.values.data() + h * old_stride, old_stride);
     }
     l.keys = std::move(keys);
     l.values = std::move(values);
@@ -139,6 +142,7 @@ uint8_t* KvCache::KeySlot(int layer, int64_t position) {
 }
 
 uint8_t* KvCache::ValueSlot(int layer, int64_t position) {
+  if (values_are_keys_) return KeySlot(layer, position);
   Layer& l = layers_[layer];
   const int64_t slot = position % l.capacity;
   TESSERA_CHECK(slot < l.allocated);
@@ -218,7 +222,9 @@ void KvCache::CopyPrefixFrom(const KvCache& source, int64_t n) {
     for (int64_t q = std::max(length_, n - layers_[i].capacity); q < n; ++q) {
       for (int64_t h = 0; h < kv_heads_; ++h) {
         std::memcpy(KeySlot(layer, q) + h * stride, from.KeySlot(layer, q) + h * source_stride, head_bytes_);
-        std::memcpy(ValueSlot(layer, q) + h * stride, from.ValueSlot(layer, q) + h * source_stride, head_bytes_);
+        if (!values_are_keys_) {
+          std::memcpy(ValueSlot(layer, q) + h * stride, from.ValueSlot(layer, q) + h * source_stride, head_bytes_);
+        }
       }
     }
   }

@@ -1,5 +1,9 @@
 // Key/value cache for one sequence.
 //
+// DeepSeek's MLA (config kv_lora_rank > 0, deepseek.md §4) caches one latent row [c | k_pe] of
+// kv_lora_rank + qk_rope_head_dim values per position and layer, shared by every head: one
+// key/value head whose values are its keys (values_are_keys(); ValueSlot is KeySlot).
+//
 // Per layer, keys and values (after RoPE) of every cached position, head-major:
 // [kv_head][slot][head_dim], so that one head's positions are one sequential stream (decode reads
 // a head's whole history per task; interleaved heads left it 1/kv_heads of every row it touched),
@@ -53,6 +57,8 @@ class KvCache {
   int64_t context() const { return context_; }
   int64_t length() const { return length_; }
   int64_t rollback() const { return rollback_; }
+  bool values_are_keys() const { return values_are_keys_; }
+  int64_t kv_heads() const { return kv_heads_; }
   // Bytes allocated now.
   size_t bytes() const;
 
@@ -129,6 +135,7 @@ class KvCache {
   size_t row_bytes_;
   size_t head_bytes_;
   int64_t kv_heads_;
+  bool values_are_keys_ = false;
   std::vector<Layer> layers_;
   std::optional<RopeFrequencyTracker> rope_tracker_;  // made on first length-dependent use
 };

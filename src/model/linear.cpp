@@ -281,6 +281,27 @@ void MultiplyGroup(std::span<const LinearOutput> outputs, const float* x, size_t
   });
 }
 
+void MultiplyEach(const LinearWeights& w, const float* x, size_t m, float* y, size_t y_stride, size_t ldy) {
+  const size_t count = static_cast<size_t>(w.count()), k = static_cast<size_t>(w.cols());
+  if (count == 0 || m == 0) return;
+  const ProfileScope scope(ProfileLinearCategory::Current(), LinearFormatName(w.format()),
+                           static_cast<double>(count) * w.BytesPerMatrix(),
+                           2.0 * static_cast<double>(count * m * k) * static_cast<double>(w.rows()),
+                           w.needs_q8() ? ProfileArithmetic::kInt8 : ProfileArithmetic::kF32);
+  Q8Activations xq;
+  if (w.needs_q8()) {
+    const ProfileScope quantize("quantize", "q8");
+    QuantizeQ8(x, count * m, k, k, xq);  // row by row: the same rows as quantizing each matrix's input
+  }
+  const size_t blocks = k / kQ8Block;
+  GlobalPool().Run(count, [&](size_t e, int) {
+    Q8Rows rows{};
+    if (w.needs_q8()) rows = Q8Rows{&xq.q[e * m * k], &xq.d[e * m * blocks], &xq.sum[e * m * blocks]};
+    w.Multiply(static_cast<int64_t>(e), x + e * m * k, &rows, m, 0, static_cast<size_t>(w.rows()), nullptr,
+               y + e * y_stride, ldy);
+  });
+}
+
 void Multiply(const LinearWeights& w, const float* x, size_t m, Q8Activations& xq, const float* bias, float* y,
               int64_t matrix, size_t ldy) {
   const LinearOutput out{&w, matrix, bias, y, ldy};

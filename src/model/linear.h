@@ -182,6 +182,10 @@ struct LinearOutput {
 // (the small k/v projections alone would not keep the threads busy). xq: x quantized, made here
 // on first need (empty on entry) and reusable by the caller afterwards.
 void MultiplyGroup(std::span<const LinearOutput> outputs, const float* x, size_t m, Q8Activations& xq);
+// Every matrix e of `w` on its own input: y_e [m, rows] = x_e W_e^T with x_e = x + e m cols()
+// (row-major [count, m, cols]) and y_e at y + e y_stride (row stride ldy), as one dispatch on
+// GlobalPool() (DeepSeek MLA's per-head matrices).
+void MultiplyEach(const LinearWeights& w, const float* x, size_t m, float* y, size_t y_stride, size_t ldy);
 // One matrix: y [m, rows] = x W^T + bias.
 void Multiply(const LinearWeights& w, const float* x, size_t m, Q8Activations& xq, const float* bias, float* y,
               int64_t matrix = 0, size_t ldy = 0);

@@ -162,7 +162,13 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
   TensorParallelGroup* tp = options_.tp.get();
   const int64_t own = sp ? T / P : T;  // rows of x on this rank
   const int64_t nq = nq_ * D, nkv = nkv_ * D, nqkv = nq + 2 * nkv;
-  std::vector<float> h(T * H), q(T * nq), k(T * nkv), v(T * nkv), attn(T * nq), delta(T * H), qkv, ffn_in;
+  // DeepSeek MLA: queries of nope + rope channels per head, one latent row per token, values of
+  // v_head_dim per head into o_proj.
+  const bool mla = arch_->attention == AttentionKind::kMla;
+  const int64_t attn_width = mla ? nq_ * mla_.value : nq;
+  const int64_t mla_q_width = nq_ * (mla_.nope + mla_.rope), latent_width = mla_.cache_width();
+  std::vector<float> h(T * H), q(mla ? T * mla_q_width : T * nq), k(mla ? 0 : T * nkv), v(mla ? 0 : T * nkv),
+      latent(T * latent_width), attn(T * attn_width), delta(T * H), qkv, ffn_in;
   if (sp) {
     qkv.resize(T * nqkv);
     ffn_in.resize(T * H);
@@ -191,7 +197,14 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
     const LinearInputObserver& observe = options_.observe_linear_inputs;
     const bool observed = observe && P == 1 && !L.moe;
     if (observed) observe(static_cast<int>(l), LinearInput::kQkv, h.data(), T, H);
-    if (sp) {
+    const int64_t cs_width = 2 * rope_.half();
+    if (mla) {
+      ProjectLatent(A, mla_, nq_, h.data(), T, q.data(), latent.data());
+      for (const SequenceRows& r : sequences) {
+        AttendLatent(A, mla_, nq_, rope_, static_cast<int>(l), &q[r.row0 * mla_q_width], &latent[r.row0 * latent_width],
+                     r.rows, r.start, *r.cache, &rope_cs[r.row0 * cs_width], &attn[r.row0 * attn_width]);
+      }
+    } else if (sp) {
       // Column-parallel q | k | v over the all-gathered token rows, overlapped with the gather.
       const TensorParallelGroup::LocalGemm gemm = [&](const float* xr, size_t m, float* y, size_t ldy) {
         Q8Activations xq;
@@ -207,19 +220,19 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
         std::memcpy(&k[t * nkv], &qkv[t * nqkv + nq], nkv * sizeof(float));
         std::memcpy(&v[t * nkv], &qkv[t * nqkv + nq + nkv], nkv * sizeof(float));
       }
-    } else {
-      ProjectQkv(A, h.data(), T, q.data(), k.data(), v.data());
     }
-    const int64_t cs_width = 2 * rope_.half();
-    for (const SequenceRows& r : sequences) {
-      Attend(A, shape, rope_, static_cast<int>(l), &q[r.row0 * nq], &k[r.row0 * nkv], &v[r.row0 * nkv], r.rows,
-             r.start, *r.cache, &rope_cs[r.row0 * cs_width], &attn[r.row0 * nq]);
+    if (!mla) {
+      if (!sp) ProjectQkv(A, h.data(), T, q.data(), k.data(), v.data());
+      for (const SequenceRows& r : sequences) {
+        Attend(A, shape, rope_, static_cast<int>(l), &q[r.row0 * nq], &k[r.row0 * nkv], &v[r.row0 * nkv], r.rows,
+               r.start, *r.cache, &rope_cs[r.row0 * cs_width], &attn[r.row0 * nq]);
+      }
     }
     FailPoint("forward.after_attention");  // tests: a failure once some rings hold uncommitted rows
 
     // o_proj: row-parallel partial products reduced across ranks, its bias added once after.
     Q8Activations attn_q;
-    if (observed) observe(static_cast<int>(l), LinearInput::kO, attn.data(), T, nq);
+    if (observed) observe(static_cast<int>(l), LinearInput::kO, attn.data(), T, attn_width);
     if (P == 1) {
       Multiply(*A.o, attn.data(), static_cast<size_t>(T), attn_q, bo, delta.data());
       add_rows(delta.data(), nullptr);
@@ -228,7 +241,7 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
         Q8Activations xq;
         Multiply(*A.o, xr, m, xq, nullptr, y, 0, ldy);
       };
-      tp->MatmulReduceScatter(attn.data(), T, nq, H, gemm, delta.data());
+      tp->MatmulReduceScatter(attn.data(), T, attn_width, H, gemm, delta.data());
       add_rows(delta.data(), bo);
     } else {
       Multiply(*A.o, attn.data(), static_cast<size_t>(T), attn_q, nullptr, delta.data());

@@ -67,6 +67,14 @@ enum class DenseWeights { kBf16, kInt8 };
 // 4), so they are the default.
 enum class TpExperts { kTensor, kExpert };
 
+// How DeepSeek's MLA attends (deepseek.md §4; layers.h AttendLatent): kAbsorbed over the latent
+// rows with kv_b_proj folded into the query and the output (the cache's bytes once per head
+// group: decode's form), kNaive by decompressing every position's per-head keys and values
+// (transformers' form: fewer operations per query-key pair, kv_b_proj over every position
+// per call). Every call of a model uses the one form, so results stay batch-invariant; the two
+// agree to rounding (tests/deepseek_golden_test.cpp).
+enum class MlaForm { kAbsorbed, kNaive };
+
 // The inputs of a dense layer's linear modules, as the quantizer's calibration sees them
 // (model/quantize_int4.h): kQkv the input-normed rows (q, k, v), kO the attention output (o_proj),
 // kGateUp the post-attention-normed rows (gate, up), kDown the gated activation (down_proj).
@@ -97,6 +105,7 @@ struct ModelOptions {
   // (nm-bf16, nm-int8 under --dense int8); false holds dense-with-zeros ones dense (the A/B
   // baseline; bitmask-compressed ones stay sparse).
   bool sparse_kernels = true;
+  MlaForm mla = MlaForm::kAbsorbed;  // DeepSeek models only
 };
 
 class Model {
@@ -128,10 +137,10 @@ class Model {
   // Bytes one decode step at `position` must read from memory in this model's weight formats:
   // every dense matrix (attention, MLP, router, lm_head) and the embedding row once, on MoE
   // layers top_k experts' gate_up and down, and the keys and values the attention reads
-  // (min(position + 1, window) rows on sliding layers, position + 1 on full ones) at
-  // `kv_head_bytes` per head vector (KvHeadBytes of the cache's type; 0: weights only). Norms and
+  // (min(position + 1, window) rows on sliding layers, position + 1 on full ones) in a cache of
+  // type `kv` (as KvCache stores them: one latent row per position for MLA; none: weights only). Norms and
   // biases (a few KB per layer) are left out. The decode roofline is measured read bandwidth / this.
-  double DecodeBytes(int64_t position, size_t kv_head_bytes) const;
+  double DecodeBytes(int64_t position, std::optional<KvType> kv = std::nullopt) const;
   // The formats a decode step's matrices are held in, with their share of its weight bytes,
   // largest first: "nm-bf16 78 %, bf16 22 %" (bench labels, tests).
   std::string LinearFormatsInUse() const;
@@ -164,6 +173,8 @@ class Model {
  private:
   Model() = default;
   void LoadWeights();  // model_load.cpp
+  // DeepSeek MLA weights of the layer whose tensors start with `prefix` (model_load.cpp).
+  void LoadLatentAttention(const std::string& prefix, const LinearPolicy& policy, AttentionWeights& attention);
   // Rows [row0, row0 + rows) of a batched pass belong to one sequence at `start` in `cache`.
   struct SequenceRows {
     int64_t row0, rows, start;
@@ -203,6 +214,7 @@ class Model {
   uint64_t parameters_ = 0;
 
   const Architecture* arch_ = nullptr;
+  MlaDims mla_;  // DeepSeek MLA sizes (zero for the other attention kinds)
   std::optional<Int4Scheme> int4_;  // the checkpoint's int4 modules (quant_scheme.h), if any
   std::optional<SparseScheme> sparse_;  // its N:M sparse modules (sparse_scheme.h), if any
   const uint8_t* embed_ = nullptr;  // [V, H] in embed_dtype_, in the mapping

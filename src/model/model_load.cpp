@@ -2,6 +2,7 @@
 // matrix as a LinearWeights (model/linear.h) in the format ChooseLinearFormat picks.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -89,6 +90,10 @@ std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& 
       Fail(config_path, ": tensor parallel degree ", P, " does not divide the ", E,
            " experts (expert-parallel experts; the default tensor-parallel experts do not need it)");
     }
+  }
+  if (model->arch_->attention == AttentionKind::kMla) {
+    model->mla_ = MlaDimsOf(c, config_path);
+    if (P > 1) Fail(config_path, ": tensor parallelism is not supported for ", c.model_type, " (MLA) yet");
   }
   model->tp_rank_ = static_cast<int>(r);
   model->tp_size_ = static_cast<int>(P);
@@ -195,23 +200,27 @@ void Model::LoadWeights() {
 
     AttentionWeights& A = L.attention;
     A.sliding = plan.sliding;
-    A.q = load(matrix(p + "self_attn.q_proj", q0 * D, nq_ * D), policy);
-    A.k = load(matrix(p + "self_attn.k_proj", kv0 * D, nkv_ * D), policy);
-    A.v = load(matrix(p + "self_attn.v_proj", kv0 * D, nkv_ * D), policy);
-    // o_proj is row-parallel: this rank's input columns [q0 D, (q0 + nq) D) of every row.
-    A.o = load(matrix(p + "self_attn.o_proj", 0, -1, q0 * D, nq_ * D), policy);
-    if (plan.qkv_bias) {
-      A.bq = Slice(ToF32(view(p + "self_attn.q_proj.bias")), q0 * D, nq_ * D);
-      A.bk = Slice(ToF32(view(p + "self_attn.k_proj.bias")), kv0 * D, nkv_ * D);
-      A.bv = Slice(ToF32(view(p + "self_attn.v_proj.bias")), kv0 * D, nkv_ * D);
+    if (arch.attention == AttentionKind::kMla) {
+      LoadLatentAttention(p, policy, A);
+    } else {
+      A.q = load(matrix(p + "self_attn.q_proj", q0 * D, nq_ * D), policy);
+      A.k = load(matrix(p + "self_attn.k_proj", kv0 * D, nkv_ * D), policy);
+      A.v = load(matrix(p + "self_attn.v_proj", kv0 * D, nkv_ * D), policy);
+      // o_proj is row-parallel: this rank's input columns [q0 D, (q0 + nq) D) of every row.
+      A.o = load(matrix(p + "self_attn.o_proj", 0, -1, q0 * D, nq_ * D), policy);
+      if (plan.qkv_bias) {
+        A.bq = Slice(ToF32(view(p + "self_attn.q_proj.bias")), q0 * D, nq_ * D);
+        A.bk = Slice(ToF32(view(p + "self_attn.k_proj.bias")), kv0 * D, nkv_ * D);
+        A.bv = Slice(ToF32(view(p + "self_attn.v_proj.bias")), kv0 * D, nkv_ * D);
+      }
+      if (plan.o_bias) A.bo = ToF32(view(p + "self_attn.o_proj.bias"));
+      if (arch.qk_norm) {
+        A.q_norm = ToF32(view(p + "self_attn.q_norm.weight"));
+        A.k_norm = ToF32(view(p + "self_attn.k_norm.weight"));
+      }
+      A.sinks = arch.sinks ? Slice(ToF32(view(p + "self_attn.sinks")), q0, nq_)
+                           : std::vector<float>(nq_, -std::numeric_limits<float>::infinity());
     }
-    if (plan.o_bias) A.bo = ToF32(view(p + "self_attn.o_proj.bias"));
-    if (arch.qk_norm) {
-      A.q_norm = ToF32(view(p + "self_attn.q_norm.weight"));
-      A.k_norm = ToF32(view(p + "self_attn.k_norm.weight"));
-    }
-    A.sinks = arch.sinks ? Slice(ToF32(view(p + "self_attn.sinks")), q0, nq_)
-                         : std::vector<float>(nq_, -std::numeric_limits<float>::infinity());
 
     L.moe = plan.moe;
     const int64_t I = plan.intermediate;
@@ -240,6 +249,16 @@ void Model::LoadWeights() {
     const std::string router = p + std::string(arch.router_name);
     M.router = load(matrix(router), policy);
     if (arch.router_bias) M.router_bias = ToF32(view(router + ".bias"));
+    if (arch.router_correction_bias) M.correction_bias = ToF32(view(router + ".e_score_correction_bias"));
+    // DeepSeek's group-limited choice (deepseek.md §5); V2's "greedy" ignores n_group.
+    M.groups = c.topk_method == "group_limited_greedy" || c.topk_method == "noaux_tc" ? c.n_group : 0;
+    M.topk_groups = c.topk_group;
+    M.routed_scale = static_cast<float>(c.routed_scaling_factor);
+    if (plan.shared_intermediate > 0) {
+      auto name_of = [&](int64_t, const char* proj) { return StrCat(p, "mlp.shared_experts.", proj); };
+      M.shared.gate_up = load(gate_up(1, name_of, 0, plan.shared_intermediate), policy);
+      M.shared.down = load(matrix(p + "mlp.shared_experts.down_proj"), policy);
+    }
     const auto [i0, ni] = units(I, tensor_experts);
     if (arch.experts == ExpertLayout::kPerExpert) {
       auto name_of = [&](int64_t e, const char* proj) { return StrCat(p, "mlp.experts.", e0_ + e, ".", proj); };
@@ -281,19 +300,80 @@ void Model::LoadWeights() {
   moe_layers_ = std::count_if(layers_.begin(), layers_.end(), [](const DecoderLayer& L) { return L.moe; });
 }
 
+void Model::LoadLatentAttention(const std::string& p, const LinearPolicy& policy, AttentionWeights& A) {
+  const WeightStore& store = store_;
+  const MlaDims& m = mla_;
+  auto load = [&](const std::string& module) {
+    const LinearSource source = ModuleSource(store, int4_, module, 0, -1, 0, -1, sparse_);
+    return LoadLinear(source, ChooseLinearFormat(source, policy), path_);
+  };
+  if (m.q_lora > 0) {
+    A.q_a = load(p + "self_attn.q_a_proj");
+    A.q_a_norm = ToF32(store.Get(p + "self_attn.q_a_layernorm.weight"));
+    A.q = load(p + "self_attn.q_b_proj");
+  } else {
+    A.q = load(p + "self_attn.q_proj");
+  }
+  A.kv_a = load(p + "self_attn.kv_a_proj_with_mqa");
+  A.kv_a_norm = ToF32(store.Get(p + "self_attn.kv_a_layernorm.weight"));
+  A.o = load(p + "self_attn.o_proj");
+  A.sinks.assign(static_cast<size_t>(nq_), -std::numeric_limits<float>::infinity());
+  if (options_.mla == MlaForm::kNaive) {
+    A.kv_b = load(p + "self_attn.kv_b_proj");
+    return;
+  }
+  // kv_b_proj [nq (P + Vd), C]: head h's key rows (W_UK_h [P, C]) then its value rows (W_UV_h
+  // [Vd, C]). The query side needs W_UK_h^T [C, P]: a transposed copy in the stored dtype (exact).
+  const std::string kv_b = p + "self_attn.kv_b_proj.weight";
+  const TensorView stored = store.Get(kv_b);
+  const size_t elem = DTypeSize(stored.dtype());
+  const int64_t per_head = m.nope + m.value, C = m.latent;
+  std::vector<uint8_t> transposed(static_cast<size_t>(nq_ * C * m.nope) * elem);
+  for (int64_t h = 0; h < nq_; ++h) {
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t d = 0; d < m.nope; ++d) {
+        std::memcpy(&transposed[((h * C + c) * m.nope + d) * elem], stored.data + ((h * per_head + d) * C + c) * elem, elem);
+      }
+    }
+  }
+  LinearSource keys = LinearSource::Tensor(kv_b + " (W_UK^T)", stored.dtype(), transposed.data(), nq_, C, m.nope);
+  A.absorb_k = LoadLinear(keys, ChooseLinearFormat(keys, policy), path_);
+  LinearSource values;
+  values.name = kv_b + " (W_UV)";
+  values.dtype = stored.dtype();
+  values.count = nq_;
+  values.rows = m.value;
+  values.cols = C;
+  for (int64_t h = 0; h < nq_; ++h) {
+    for (int64_t r = 0; r < m.value; ++r) values.row_data.push_back(stored.data + ((h * per_head + m.nope + r) * C) * elem);
+  }
+  values.mapped = {{stored.data, stored.nbytes()}};
+  A.absorb_v = LoadLinear(values, ChooseLinearFormat(values, policy), path_);
+}
+
 template <typename F>
 void Model::ForEachMatrixOfAToken(const F& visit) const {
   const ModelConfig& c = config_;
   visit(*lm_head_, 1.0);
   for (const DecoderLayer& L : layers_) {
     const AttentionWeights& A = L.attention;
-    for (const LinearWeights* w : {A.q.get(), A.k.get(), A.v.get(), A.o.get()}) visit(*w, 1.0);
+    for (const LinearWeights* w : {A.q_a.get(), A.q.get(), A.k.get(), A.v.get(), A.kv_a.get(), A.kv_b.get(), A.o.get()}) {
+      if (w != nullptr) visit(*w, 1.0);
+    }
+    // MLA's per-head absorption matrices: every head's, every token.
+    for (const LinearWeights* w : {A.absorb_k.get(), A.absorb_v.get()}) {
+      if (w != nullptr) visit(*w, static_cast<double>(w->count()));
+    }
     if (L.moe) {
       // Expert-parallel ranks read, on average, the K ne_ / E of a token's experts they hold.
       const double experts = static_cast<double>(c.num_experts_per_tok) * ne_ / c.num_local_experts;
       visit(*L.experts.router, 1.0);
       visit(*L.experts.mlp.gate_up, experts);
       visit(*L.experts.mlp.down, experts);
+      if (L.experts.shared.gate_up) {
+        visit(*L.experts.shared.gate_up, 1.0);
+        visit(*L.experts.shared.down, 1.0);
+      }
     } else {
       visit(*L.mlp.gate_up, 1.0);
       visit(*L.mlp.down, 1.0);
@@ -324,11 +404,13 @@ std::string Model::LinearFormatsInUse() const {
   return out;
 }
 
-double Model::DecodeBytes(int64_t position, size_t kv_head_bytes) const {
+double Model::DecodeBytes(int64_t position, std::optional<KvType> kv) const {
   const ModelConfig& c = config_;
   double bytes = static_cast<double>(c.hidden_size * DTypeSize(embed_dtype_));  // the embedding row
   ForEachMatrixOfAToken([&](const LinearWeights& w, double times) { bytes += times * w.BytesPerMatrix(); });
-  const double kv_row = 2.0 * static_cast<double>(c.num_key_value_heads) * static_cast<double>(kv_head_bytes);  // key + value
+  if (!kv) return bytes;
+  // One position's key and value rows in one layer of this rank's cache (KvCache's layout).
+  const double kv_row = static_cast<double>(KvCache::BytesFor(cache_config_, 1, *kv, 0)) / c.num_hidden_layers;
   for (const DecoderLayer& L : layers_) {
     const int64_t window = L.attention.sliding ? c.sliding_window.value_or(position + 1) : position + 1;
     bytes += kv_row * static_cast<double>(std::min(position + 1, window));

@@ -27,7 +27,8 @@ namespace tessera {
 const std::vector<std::string>& SynthPresetNames() {
   static const std::vector<std::string> names = {"tiny",      "gpt-oss-20b", "gpt-oss-120b",  "llama-3.1-8b",
                                                  "mistral-7b", "qwen2.5-7b", "qwen3-8b",      "qwen3-30b-a3b",
-                                                 "tiny-llama", "tiny-qwen3", "tiny-qwen3-moe"};
+                                                 "tiny-llama", "tiny-qwen3", "tiny-qwen3-moe", "deepseek-v2-lite",
+                                                 "tiny-deepseek-v2", "tiny-deepseek-v3"};
   return names;
 }
 
@@ -189,6 +190,75 @@ nlohmann::json QwenConfig(std::string_view type) {
   return c;
 }
 
+// DeepSeek-V2-Lite's config.json (deepseek.md §1: the DSV3 config_16B.json values and the HF
+// V2 keys): MLA without q_lora, 64 routed experts top-6 plus 2 shared, layer 0 dense, YaRN 40.
+nlohmann::json DeepseekV2LiteConfig() {
+  return nlohmann::json{
+      {"architectures", {"DeepseekV2ForCausalLM"}},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", 100000},
+      {"eos_token_id", 100001},
+      {"first_k_dense_replace", 1},
+      {"hidden_act", "silu"},
+      {"hidden_size", 2048},
+      {"initializer_range", 0.02},
+      {"intermediate_size", 10944},
+      {"kv_lora_rank", 512},
+      {"max_position_embeddings", 163840},
+      {"model_type", "deepseek_v2"},
+      {"moe_intermediate_size", 1408},
+      {"moe_layer_freq", 1},
+      {"n_group", 1},
+      {"n_routed_experts", 64},
+      {"n_shared_experts", 2},
+      {"norm_topk_prob", false},
+      {"num_attention_heads", 16},
+      {"num_experts_per_tok", 6},
+      {"num_hidden_layers", 27},
+      {"num_key_value_heads", 16},
+      {"q_lora_rank", nullptr},
+      {"qk_nope_head_dim", 128},
+      {"qk_rope_head_dim", 64},
+      {"rms_norm_eps", 1e-06},
+      {"rope_scaling",
+       {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 40}, {"mscale", 0.707}, {"mscale_all_dim", 0.707},
+        {"original_max_position_embeddings", 4096}, {"type", "yarn"}}},
+      {"rope_theta", 10000},
+      {"routed_scaling_factor", 1.0},
+      {"scoring_func", "softmax"},
+      {"tie_word_embeddings", false},
+      {"topk_group", 1},
+      {"topk_method", "greedy"},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.57.1"},
+      {"use_cache", true},
+      {"v_head_dim", 128},
+      {"vocab_size", 102400},
+  };
+}
+
+// Tiny DeepSeek models for tests and the CLI: every switch of the family at test sizes. v2:
+// group_limited_greedy over 2 groups, no q_lora; v3: q_lora, sigmoid noaux_tc routing with 2
+// groups, renormalised weights scaled by 2.5.
+nlohmann::json TinyDeepseek(bool v3) {
+  nlohmann::json c = DeepseekV2LiteConfig();
+  c.update({{"hidden_size", 64}, {"intermediate_size", 96}, {"moe_intermediate_size", 32}, {"num_hidden_layers", 3},
+            {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"kv_lora_rank", 32}, {"qk_nope_head_dim", 16},
+            {"qk_rope_head_dim", 8}, {"v_head_dim", 16}, {"n_routed_experts", 8}, {"n_shared_experts", 1},
+            {"num_experts_per_tok", 2}, {"n_group", 2}, {"topk_group", 1}, {"topk_method", "group_limited_greedy"},
+            {"vocab_size", 2048}, {"bos_token_id", 2000}, {"eos_token_id", 2001}, {"max_position_embeddings", 4096}});
+  c["rope_scaling"]["original_max_position_embeddings"] = 64;
+  if (v3) {
+    c.update({{"architectures", {"DeepseekV3ForCausalLM"}}, {"model_type", "deepseek_v3"}, {"q_lora_rank", 24},
+              {"topk_method", "noaux_tc"}, {"scoring_func", "sigmoid"}, {"norm_topk_prob", true},
+              {"routed_scaling_factor", 2.5}});
+    c["rope_scaling"]["mscale"] = 1.0;
+    c["rope_scaling"]["mscale_all_dim"] = 1.0;
+  }
+  return c;
+}
+
 // Tiny variants of a family: every structural switch kept (GQA, head_dim != hidden / heads for
 // Qwen3, llama3 rope with a short original context, experts with a dense layer between), sizes a
 // test loads in milliseconds; vocabulary 2048 (room for the small family tokenizers of the tests).
@@ -216,6 +286,8 @@ nlohmann::json FamilyGenerationConfig(const nlohmann::json& config) {
             {"temperature", 0.6}, {"top_p", 0.9}};
   }
   if (type == "mistral") return {{"bos_token_id", bos}, {"eos_token_id", config.at("eos_token_id")}};
+  // DeepSeek: bos and eos as in config.json (deepseek.md §8).
+  if (type.rfind("deepseek", 0) == 0) return {{"bos_token_id", bos}, {"eos_token_id", config.at("eos_token_id")}};
   const int64_t b = bos.get<int64_t>();
   return {{"bos_token_id", b}, {"do_sample", true}, {"eos_token_id", {b + 2, b}}, {"pad_token_id", b},
           {"temperature", type == "qwen2" ? 0.7 : 0.6}, {"top_k", 20}, {"top_p", type == "qwen2" ? 0.8 : 0.95}};
@@ -232,6 +304,9 @@ nlohmann::json SynthPresetConfigJson(std::string_view preset) {
   if (preset == "tiny-llama") return Tiny(LlamaConfig());
   if (preset == "tiny-qwen3") return Tiny(QwenConfig("qwen3"));
   if (preset == "tiny-qwen3-moe") return Tiny(QwenConfig("qwen3_moe"));
+  if (preset == "deepseek-v2-lite") return DeepseekV2LiteConfig();
+  if (preset == "tiny-deepseek-v2") return TinyDeepseek(false);
+  if (preset == "tiny-deepseek-v3") return TinyDeepseek(true);
   if (preset == "gpt-oss-20b") return GptOssConfig(24, 32);
   if (preset == "gpt-oss-120b") return GptOssConfig(36, 128);
   if (preset == "tiny") {

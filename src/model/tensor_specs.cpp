@@ -22,6 +22,7 @@ std::string_view TensorKindName(TensorKind kind) {
     case TensorKind::kAttentionSinks: return "attention sinks";
     case TensorKind::kRouterWeight: return "router weight";
     case TensorKind::kRouterBias: return "router bias";
+    case TensorKind::kRouterCorrectionBias: return "router correction bias";
     case TensorKind::kExpertBlocks: return "mxfp4 blocks";
     case TensorKind::kExpertScales: return "mxfp4 scales";
     case TensorKind::kExpertBias: return "expert bias";
@@ -120,7 +121,21 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
       if (bias && !arch.checkpoint_layer_order) add(p + name + ".bias", kBF16, {out}, TensorKind::kLinearBias, li);
     };
     add(p + "input_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
-    if (arch.checkpoint_layer_order) {
+    if (arch.attention == AttentionKind::kMla) {
+      const MlaDims mla = MlaDimsOf(config, source);
+      const int64_t qk = mla.nope + mla.rope;
+      if (mla.q_lora > 0) {
+        linear("self_attn.q_a_proj", mla.q_lora, hidden, false);
+        add(p + "self_attn.q_a_layernorm.weight", kBF16, {mla.q_lora}, TensorKind::kNorm, li);
+        linear("self_attn.q_b_proj", heads * qk, mla.q_lora, false);
+      } else {
+        linear("self_attn.q_proj", heads * qk, hidden, false);
+      }
+      linear("self_attn.kv_a_proj_with_mqa", mla.latent + mla.rope, hidden, false);
+      add(p + "self_attn.kv_a_layernorm.weight", kBF16, {mla.latent}, TensorKind::kNorm, li);
+      linear("self_attn.kv_b_proj", heads * (mla.nope + mla.value), mla.latent, false);
+      linear("self_attn.o_proj", hidden, heads * mla.value, false);
+    } else if (arch.checkpoint_layer_order) {
       // gpt-oss index order: o, then the biases of q, k, v, then their weights.
       linear("self_attn.o_proj", hidden, q_dim, plan.o_bias);
       if (plan.qkv_bias) {
@@ -142,8 +157,8 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
       add(p + "self_attn.k_norm.weight", kBF16, {head_dim}, TensorKind::kNorm, li);
     }
     if (arch.sinks) add(p + "self_attn.sinks", kBF16, {heads}, TensorKind::kAttentionSinks, li);
-    const int64_t inter = RequireDim(source, plan.moe && arch.mlp == MlpKind::kMoeWhereSparse
-                                                 ? "moe_intermediate_size" : "intermediate_size",
+    const bool expert_width = arch.mlp == MlpKind::kMoeWhereSparse || arch.mlp == MlpKind::kMoeAfterDense;
+    const int64_t inter = RequireDim(source, plan.moe && expert_width ? "moe_intermediate_size" : "intermediate_size",
                                      plan.intermediate);
     if (!plan.moe) {
       linear("mlp.gate_proj", inter, hidden, plan.mlp_bias);
@@ -155,6 +170,9 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
       if (arch.router_bias) add(router + "bias", kBF16, {experts}, TensorKind::kRouterBias, li);
       AddLinearSpecs(specs, int4, router.substr(0, router.size() - 1), experts, hidden, TensorKind::kRouterWeight, li,
                      source, sparse);
+      if (arch.router_correction_bias) {
+        add(router + "e_score_correction_bias", DType::kF32, {experts}, TensorKind::kRouterCorrectionBias, li);
+      }
       const std::string e = p + "mlp.experts.";
       if (arch.experts == ExpertLayout::kPerExpert) {
         for (int64_t x = 0; x < experts; ++x) {
@@ -187,6 +205,11 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
         add(e + "gate_up_proj_bias", kBF16, {experts, 2 * inter}, TensorKind::kExpertBias, li);
         add(e + "down_proj", kBF16, {experts, inter, hidden}, TensorKind::kExpertWeight, li);
         add(e + "down_proj_bias", kBF16, {experts, hidden}, TensorKind::kExpertBias, li);
+      }
+      if (plan.shared_intermediate > 0) {
+        linear("mlp.shared_experts.gate_proj", plan.shared_intermediate, hidden, false);
+        linear("mlp.shared_experts.up_proj", plan.shared_intermediate, hidden, false);
+        linear("mlp.shared_experts.down_proj", hidden, plan.shared_intermediate, false);
       }
     }
     add(p + "post_attention_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
@@ -246,6 +269,8 @@ bool DTypeFits(const TensorSpec& spec, DType stored) {
       return stored == DType::kI64 || stored == DType::kI32;
     case TensorKind::kNmBitmask:
       return stored == DType::kU8 || stored == DType::kI8;
+    case TensorKind::kRouterCorrectionBias:  // F32 in DeepSeek's checkpoints; any float reads exactly
+      return stored == DType::kF32 || stored == DType::kBF16 || stored == DType::kF16;
     default:
       // Float tensors: matrices go through the linear-weight formats (linear.h), which hold BF16,
       // F16 and F32 as stored; vectors are widened to float32 at load. All three convert exactly.
@@ -275,7 +300,8 @@ std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs,
                           StrCat("shape ", ShapeToString(t.shape), ", expected ", ShapeToString(spec.shape))});
     }
     if (!DTypeFits(spec, t.dtype)) {
-      const bool any_float = spec.dtype == DType::kBF16 || spec.kind == TensorKind::kInt4Scales;
+      const bool any_float = spec.dtype == DType::kBF16 || spec.kind == TensorKind::kInt4Scales ||
+                             spec.kind == TensorKind::kRouterCorrectionBias;
       const std::string expected = any_float ? std::string("BF16, F16 or F32") : std::string(DTypeName(spec.dtype));
       problems.push_back({TensorProblem::Type::kDType, spec.name,
                           StrCat("dtype ", DTypeName(t.dtype), ", expected ", expected)});

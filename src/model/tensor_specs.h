@@ -15,6 +15,12 @@
 //   self_attn.{q,k,v,o}_proj.bias     where the row's BiasRule says so          kLinearBias
 //   self_attn.{q,k}_norm.weight       [D] (Qwen3, Qwen3-MoE)                    kNorm
 //   self_attn.sinks                   [Nq] (gpt-oss)                            kAttentionSinks
+//   DeepSeek MLA instead of q/k/v/o (deepseek.md §6; C = kv_lora_rank, R = qk_rope_head_dim,
+//   P = qk_nope_head_dim, Vd = v_head_dim, Q = q_lora_rank):
+//     self_attn.q_proj [Nq*(P+R), H], or self_attn.q_a_proj [Q, H], q_a_layernorm [Q], q_b_proj [Nq*(P+R), Q]
+//     self_attn.kv_a_proj_with_mqa [C+R, H], kv_a_layernorm [C], kv_b_proj [Nq*(P+Vd), C], o_proj [H, Nq*Vd]
+//   DeepSeek MoE layers also: mlp.gate.e_score_correction_bias [E] F32 (V3) and
+//     mlp.shared_experts.{gate,up}_proj [S, H], down_proj [H, S], S = n_shared_experts * I
 //   dense layers: mlp.{gate,up}_proj.weight [I, H], mlp.down_proj.weight [H, I] (+ .bias, Llama mlp_bias)
 //   MoE layers:   <router_name>.weight [E, H] (+ .bias for gpt-oss)             kRouterWeight / kRouterBias
 //     Qwen3-MoE:  mlp.experts.{e}.{gate,up}_proj.weight [I, H], .down_proj.weight [H, I]
@@ -54,6 +60,7 @@ enum class TensorKind : uint8_t {
   kAttentionSinks,  // [Nq] one extra softmax logit per query head
   kRouterWeight,    // [E, H]
   kRouterBias,      // [E]
+  kRouterCorrectionBias,  // [E] DeepSeek-V3 e_score_correction_bias: chooses experts, never weights them
   kExpertBlocks,    // [E, out, in/32, 16] MXFP4 E2M1 codes, raw bytes
   kExpertScales,    // [E, out, in/32] E8M0 scales, raw bytes
   kExpertBias,      // [E, out]

@@ -476,9 +476,8 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   if (prefill_tokens == 0 && failure.empty()) {
     experts = model_.last_forward_experts_per_layer();
     step_bytes = bytes_.Bytes(decode_rows, experts);
-    const size_t kv_element = KvHeadBytes(model_.config().head_dim, options_.kv_type);
     for (const ForwardSequence& s : batch) {
-      step_bytes += model_.DecodeBytes(s.start, kv_element) - model_.DecodeBytes(s.start, 0);
+      step_bytes += model_.DecodeBytes(s.start, options_.kv_type) - model_.DecodeBytes(s.start);
     }
   }
   lock.lock();

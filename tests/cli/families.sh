@@ -48,6 +48,6 @@ grep -q -- "--raw" "$WORK/err" || fail "the unknown-template error does not name
 run_ok "unknown template, --raw" "$BIN" generate -m "$M" -p "Hi" -n 2 --raw
 
 # A real-size family preset validates without writing 16 GB: inspect of the config alone.
-run_err "unknown model_type" "supported: gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe" \
+run_err "unknown model_type" "supported: deepseek_v2, deepseek_v3, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe" \
   sh -c "mkdir -p '$WORK/x' && echo '{\"model_type\": \"phi3\"}' > '$WORK/x/config.json' && '$BIN' inspect -m '$WORK/x'"
 finish families

@@ -98,7 +98,52 @@ void AttendSharedBlocks(const AttentionShape& shape, const float* sinks, const f
   }
 }
 
+template <typename Elem>
+void StoreRows(KvCache& cache, int layer, const float* k, const float* v, int64_t T, int64_t start, int64_t D) {
+  const int64_t Nkv = cache.kv_heads();
+  const int64_t head_elems = static_cast<int64_t>(KvHeadBytes(D, cache.type()) / sizeof(Elem));
+  const int64_t head_stride = static_cast<int64_t>(cache.HeadStride(layer) / sizeof(Elem));
+  for (int64_t t = 0; t < T; ++t) {
+    Elem* key = reinterpret_cast<Elem*>(cache.KeySlot(layer, start + t));
+    Elem* value = reinterpret_cast<Elem*>(cache.ValueSlot(layer, start + t));
+    for (int64_t h = 0; h < Nkv; ++h) {
+      StoreKv(k + (t * Nkv + h) * D, 1, D, head_elems, key + h * head_stride);
+      if (!cache.values_are_keys()) StoreKv(v + (t * Nkv + h) * D, 1, D, head_elems, value + h * head_stride);
+    }
+  }
+}
+
 }  // namespace
+
+void StoreCacheRows(KvCache& cache, int layer, const float* k, const float* v, int64_t T, int64_t start, int64_t D) {
+  switch (cache.type()) {
+    case KvType::kBF16: StoreRows<uint16_t>(cache, layer, k, v, T, start, D); break;
+    case KvType::kF32: StoreRows<float>(cache, layer, k, v, T, start, D); break;
+    case KvType::kInt8: StoreRows<int8_t>(cache, layer, k, v, T, start, D); break;
+  }
+}
+
+void ReadCacheRows(KvCache& cache, int layer, int64_t first, int64_t count, int64_t D, float* out) {
+  const int64_t Nkv = cache.kv_heads();
+  const size_t stride = cache.HeadStride(layer);
+  for (int64_t pos = first; pos < first + count; ++pos) {
+    for (int64_t h = 0; h < Nkv; ++h) {
+      const uint8_t* head = cache.KeySlot(layer, pos) + h * stride;
+      float* o = out + ((pos - first) * Nkv + h) * D;
+      switch (cache.type()) {
+        case KvType::kF32: std::memcpy(o, head, static_cast<size_t>(D) * sizeof(float)); break;
+        case KvType::kBF16:
+          for (int64_t c = 0; c < D; ++c) o[c] = Bf16ToF32(reinterpret_cast<const uint16_t*>(head)[c]);
+          break;
+        case KvType::kInt8:
+          for (int64_t c = 0; c < D; ++c) {
+            o[c] = KvInt8Value(reinterpret_cast<const int8_t*>(head), static_cast<size_t>(D), static_cast<size_t>(c));
+          }
+          break;
+      }
+    }
+  }
+}
 
 void RmsNorm(const float* x, const float* w, int64_t m, int64_t n, double eps, float* y) {
   const ProfileScope scope("norm");
@@ -127,10 +172,7 @@ void ProjectQkv(const AttentionWeights& w, const float* h, int64_t T, float* q, 
 
 void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& rope, int layer, float* q, float* k,
             const float* v, int64_t T, int64_t start, KvCache& cache, const float* rope_cs, float* out) {
-  // This rank's heads (all of them without tensor parallelism); local query head i reads local
-  // key/value head i / group in both sharding cases (model/tensor_parallel.h).
   const int64_t D = shape.head_dim, Nq = shape.heads, Nkv = shape.kv_heads;
-  const int64_t group = Nq / Nkv;
   if (!w.q_norm.empty()) {
     // Qwen3: RMSNorm over each head's D values, after the projection and before RoPE (in place:
     // RmsNorm reads a row whole before writing it).
@@ -143,8 +185,18 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
     rope.Apply(q, T, Nq, Nq * D, D, rope_cs, cs_stride);
     rope.Apply(k, T, Nkv, Nkv * D, D, rope_cs, cs_stride);
   }
+  AttendCached(w, shape, rope.attention_scale(), layer, q, k, v, T, start, cache, out);
+}
 
-  auto run = [&](auto elem_tag) {
+void AttendCached(const AttentionWeights& w, const AttentionShape& shape, float scale, int layer, const float* q,
+                  const float* k, const float* v, int64_t T, int64_t start, KvCache& cache, float* out) {
+  // This rank's heads (all of them without tensor parallelism); local query head i reads local
+  // key/value head i / group in both sharding cases (model/tensor_parallel.h).
+  const int64_t D = shape.head_dim, Nq = shape.heads, Nkv = shape.kv_heads;
+  const int64_t group = Nq / Nkv;
+  // A latent cache (DeepSeek MLA) stores one row per position that is both key and value.
+  const bool shared_values = cache.values_are_keys();
+  auto run = [&](auto elem_tag) {  // body of the cache element type's instantiation
     using Elem = decltype(elem_tag);
     // A head's vector in Elem units (D for BF16 and f32; codes and scales for int8).
     const int64_t head_elems = static_cast<int64_t>(KvHeadBytes(D, cache.type()) / sizeof(Elem));
@@ -155,9 +207,8 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
     for (int64_t t = 0; t < T; ++t) kv_positions += static_cast<double>(std::min(start + t + 1, window));
     // Ops: per query head and position seen, a D-long dot product and a D-long weighted sum.
     const ProfileScope scope("attention", KvTypeName(cache.type()),
-                             kv_positions * static_cast<double>(2 * Nkv * static_cast<int64_t>(head_bytes)),
+                             kv_positions * static_cast<double>((shared_values ? 1 : 2) * Nkv * static_cast<int64_t>(head_bytes)),
                              kv_positions * static_cast<double>(4 * Nq * D));
-    const float scale = rope.attention_scale();
     // Positions some query of this batch sees, [lo, end).
     const int64_t end = start + T;
     const int64_t lo = std::max<int64_t>(0, start - window + 1);
@@ -174,14 +225,7 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
     std::vector<const Elem*> krows(end - lo), vrows(end - lo);
     if (in_place) {
       head_stride = static_cast<int64_t>(cache.HeadStride(layer) / sizeof(Elem));
-      for (int64_t t = 0; t < T; ++t) {
-        Elem* key = reinterpret_cast<Elem*>(cache.KeySlot(layer, start + t));
-        Elem* value = reinterpret_cast<Elem*>(cache.ValueSlot(layer, start + t));
-        for (int64_t h = 0; h < Nkv; ++h) {
-          StoreKv(k + (t * Nkv + h) * D, 1, D, head_elems, key + h * head_stride);
-          StoreKv(v + (t * Nkv + h) * D, 1, D, head_elems, value + h * head_stride);
-        }
-      }
+      StoreCacheRows(cache, layer, k, v, T, start, D);
       for (int64_t pos = lo; pos < end; ++pos) {
         krows[pos - lo] = reinterpret_cast<const Elem*>(cache.KeySlot(layer, pos));
         vrows[pos - lo] = reinterpret_cast<const Elem*>(cache.ValueSlot(layer, pos));
@@ -190,20 +234,20 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
       const int64_t span = end - lo;
       head_stride = span * head_elems;
       kwin.resize(static_cast<size_t>(Nkv * head_stride));
-      vwin.resize(static_cast<size_t>(Nkv * head_stride));
+      if (!shared_values) vwin.resize(static_cast<size_t>(Nkv * head_stride));
       const int64_t cache_stride = static_cast<int64_t>(cache.HeadStride(layer));
       for (int64_t pos = lo; pos < end; ++pos) {
         krows[pos - lo] = &kwin[(pos - lo) * head_elems];
-        vrows[pos - lo] = &vwin[(pos - lo) * head_elems];
+        vrows[pos - lo] = shared_values ? krows[pos - lo] : &vwin[(pos - lo) * head_elems];
         for (int64_t h = 0; h < Nkv; ++h) {
           Elem* key = &kwin[h * head_stride + (pos - lo) * head_elems];
-          Elem* value = &vwin[h * head_stride + (pos - lo) * head_elems];
+          Elem* value = shared_values ? nullptr : &vwin[h * head_stride + (pos - lo) * head_elems];
           if (pos >= start) {
             StoreKv(k + ((pos - start) * Nkv + h) * D, 1, D, head_elems, key);
-            StoreKv(v + ((pos - start) * Nkv + h) * D, 1, D, head_elems, value);
+            if (!shared_values) StoreKv(v + ((pos - start) * Nkv + h) * D, 1, D, head_elems, value);
           } else {
             std::memcpy(key, cache.KeySlot(layer, pos) + h * cache_stride, head_bytes);
-            std::memcpy(value, cache.ValueSlot(layer, pos) + h * cache_stride, head_bytes);
+            if (!shared_values) std::memcpy(value, cache.ValueSlot(layer, pos) + h * cache_stride, head_bytes);
           }
         }
       }
@@ -217,8 +261,12 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
       // One unit per (token, key/value head, slice of its query heads): the heads of a GQA group
       // share the rows' loads in the kernel (attend_group_*, each head's bits as if alone), and the
       // group is sliced only when there would otherwise be fewer than 4 units per thread (decode).
+      // Each slice reads the rows once more: one shared key/value head (DeepSeek's latent cache,
+      // every head of the model in one group) is sliced only as far as one unit per thread, its
+      // long histories split into blocks instead.
+      const int64_t wanted_units = shared_values ? threads : 4 * threads;
       int64_t slice = group;
-      while (slice % 2 == 0 && T * Nkv * (group / slice) < 4 * threads) slice /= 2;
+      while (slice % 2 == 0 && T * Nkv * (group / slice) < wanted_units) slice /= 2;
       const int64_t slices = group / slice;
       const int64_t units = T * Nkv * slices;
       // A query over more than kAttendBlock positions is attended in blocks merged afterwards
@@ -275,7 +323,10 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
       for (int64_t pos = std::max<int64_t>(start, end - capacity); pos < end; ++pos) {
         for (int64_t h = 0; h < Nkv; ++h) {
           std::memcpy(cache.KeySlot(layer, pos) + h * cache_stride, &kwin[h * head_stride + (pos - lo) * head_elems], head_bytes);
-          std::memcpy(cache.ValueSlot(layer, pos) + h * cache_stride, &vwin[h * head_stride + (pos - lo) * head_elems], head_bytes);
+          if (!shared_values) {
+            std::memcpy(cache.ValueSlot(layer, pos) + h * cache_stride, &vwin[h * head_stride + (pos - lo) * head_elems],
+                        head_bytes);
+          }
         }
       }
     }

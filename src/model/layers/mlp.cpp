@@ -75,28 +75,85 @@ void GatedMlp(const GatedMlpWeights& w, const float* h, int64_t T, float* out,
 
 namespace {
 
+// Indices of the k largest of score[0, n), descending, the lower index first on ties (torch.topk
+// on CPU), into order[0, k) (order holds n entries).
+void TopK(const float* score, int64_t n, int64_t k, int32_t* order) {
+  std::iota(order, order + n, 0);
+  std::partial_sort(order, order + k, order + n, [&](int32_t a, int32_t b) {
+    return score[a] > score[b] || (score[a] == score[b] && a < b);
+  });
+}
+
+// DeepSeek's group limit (deepseek.md §5): experts in `groups` contiguous groups, each scored by
+// its maximum (V2) or the sum of its two best (V3); experts outside the topk_groups best groups
+// get 0.0 (HF's masked_fill value, not -inf).
+void MaskGroups(const MoeWeights& w, float* score, std::vector<float>& group_score, std::vector<int32_t>& group_order) {
+  const int64_t E = w.experts, G = w.groups, per = E / G;
+  group_score.resize(G);
+  group_order.resize(G);
+  for (int64_t g = 0; g < G; ++g) {
+    const float* s = score + g * per;
+    if (w.router_kind == RouterKind::kSigmoidNoauxTc) {
+      float best = -INFINITY, second = -INFINITY;  // torch.topk(2).sum(): the larger first
+      for (int64_t e = 0; e < per; ++e) {
+        if (s[e] > best) {
+          second = best;
+          best = s[e];
+        } else if (s[e] > second) {
+          second = s[e];
+        }
+      }
+      group_score[g] = best + second;
+    } else {
+      group_score[g] = *std::max_element(s, s + per);
+    }
+  }
+  TopK(group_score.data(), G, w.topk_groups, group_order.data());
+  std::vector<bool> kept(G, false);
+  for (int64_t j = 0; j < w.topk_groups; ++j) kept[group_order[j]] = true;
+  for (int64_t g = 0; g < G; ++g) {
+    if (!kept[g]) std::fill(score + g * per, score + (g + 1) * per, 0.0f);
+  }
+}
+
 // Chosen experts and their weights for each token's K slots, by the row's router kind.
 void Route(const MoeWeights& w, const float* logits, int64_t T, int32_t* chosen, float* weight) {
   const ProfileScope scope("moe routing");
   const int64_t E = w.experts, K = w.top_k;
-  std::vector<int32_t> order(E);
-  std::vector<float> probs(E);
+  std::vector<int32_t> order(E), group_order;
+  std::vector<float> probs(E), choice(E), group_score;
   for (int64_t t = 0; t < T; ++t) {
     const float* r = logits + t * E;
-    const float* score = r;
-    if (w.router_kind == RouterKind::kSoftmaxThenTopK) {
-      // Qwen3-MoE: softmax over all E in float32, then top-k of the probabilities.
-      const float mx = *std::max_element(r, r + E);
-      float sum = 0.0f;
-      for (int64_t e = 0; e < E; ++e) sum += probs[e] = std::exp(r[e] - mx);
-      for (int64_t e = 0; e < E; ++e) probs[e] /= sum;
-      score = probs.data();
+    const float* score = r;  // what the weights are taken from
+    const float* pick = r;   // what the experts are chosen by
+    switch (w.router_kind) {
+      case RouterKind::kTopKThenSoftmax: break;
+      case RouterKind::kSoftmaxThenTopK:
+      case RouterKind::kSoftmaxGroupMax: {
+        // Qwen3-MoE, DeepSeek-V2: softmax over all E in float32, then top-k of the probabilities.
+        const float mx = *std::max_element(r, r + E);
+        float sum = 0.0f;
+        for (int64_t e = 0; e < E; ++e) sum += probs[e] = std::exp(r[e] - mx);
+        for (int64_t e = 0; e < E; ++e) probs[e] /= sum;
+        score = pick = probs.data();
+        if (w.groups > 0) {
+          choice.assign(probs.begin(), probs.end());
+          MaskGroups(w, choice.data(), group_score, group_order);
+          score = pick = choice.data();  // V2 takes the weights from the masked scores
+        }
+        break;
+      }
+      case RouterKind::kSigmoidNoauxTc: {
+        // DeepSeek-V3: sigmoid scores; the choice on scores + correction bias (group-masked).
+        for (int64_t e = 0; e < E; ++e) probs[e] = 1.0f / (1.0f + std::exp(-r[e]));
+        for (int64_t e = 0; e < E; ++e) choice[e] = probs[e] + (w.correction_bias.empty() ? 0.0f : w.correction_bias[e]);
+        if (w.groups > 0) MaskGroups(w, choice.data(), group_score, group_order);
+        score = probs.data();
+        pick = choice.data();
+        break;
+      }
     }
-    // Descending, lower id first on ties (torch.topk on CPU).
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
-      return score[a] > score[b] || (score[a] == score[b] && a < b);
-    });
+    TopK(pick, E, K, order.data());
     float sum = 0.0f;
     for (int64_t j = 0; j < K; ++j) {
       chosen[t * K + j] = order[j];
@@ -108,15 +165,30 @@ void Route(const MoeWeights& w, const float* logits, int64_t T, int32_t* chosen,
       }
       sum += weight[t * K + j];
     }
-    if (w.router_kind == RouterKind::kTopKThenSoftmax || w.norm_topk_prob) {
-      for (int64_t j = 0; j < K; ++j) weight[t * K + j] /= sum;
+    switch (w.router_kind) {
+      case RouterKind::kTopKThenSoftmax:
+        for (int64_t j = 0; j < K; ++j) weight[t * K + j] /= sum;
+        break;
+      case RouterKind::kSoftmaxThenTopK:
+        if (w.norm_topk_prob) {
+          for (int64_t j = 0; j < K; ++j) weight[t * K + j] /= sum;
+        }
+        break;
+      case RouterKind::kSoftmaxGroupMax:  // HF's V2 gate never renormalises
+        for (int64_t j = 0; j < K; ++j) weight[t * K + j] *= w.routed_scale;
+        break;
+      case RouterKind::kSigmoidNoauxTc:
+        for (int64_t j = 0; j < K; ++j) {
+          if (w.norm_topk_prob) weight[t * K + j] /= sum + 1e-20f;
+          weight[t * K + j] *= w.routed_scale;
+        }
+        break;
     }
   }
 }
 
-}  // namespace
-
-void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, MoeStats& stats) {
+// out [T, H] = the routed combination of this rank's experts.
+void RoutedExperts(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, MoeStats& stats) {
   const GatedMlpWeights& mlp = w.mlp;
   const int64_t E = w.experts, K = w.top_k, I = mlp.intermediate();
   const int64_t S = T * K;  // (token, slot) pairs
@@ -240,6 +312,18 @@ void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, 
   }
   const ProfileScope combine("moe combine");
   GatherReduce(ys.data(), rows, H, row_of_slot.data(), weight.data(), T, K, H, out, H);
+}
+
+}  // namespace
+
+void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, MoeStats& stats) {
+  RoutedExperts(w, h, T, H, out, stats);
+  if (!w.shared.gate_up) return;
+  // DeepSeek's shared experts: one gated MLP on every token, added after the routed sum.
+  std::vector<float> shared(static_cast<size_t>(T * H));
+  GatedMlp(w.shared, h, T, shared.data());
+  const ProfileScope scope("residual");
+  for (int64_t i = 0; i < T * H; ++i) out[i] += shared[i];
 }
 
 }  // namespace tessera

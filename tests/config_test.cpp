@@ -303,11 +303,17 @@ TEST(ModelConfig, DeepseekV3KeysAndYarnMscale) {
   EXPECT_EQ(c.topk_method, "noaux_tc");
   EXPECT_DOUBLE_EQ(c.routed_scaling_factor, 2.5);
   EXPECT_TRUE(c.norm_topk_prob);
-  // FP8 block weights are the next weight format; until then a one-line refusal.
-  EXPECT_EQ(ErrorOf([&] { ValidateModelConfig(c, "ds.json"); }),
-            "ds.json: quantization_config.quant_method: 'fp8' is not supported for deepseek_v3 yet (supported: "
-            "unquantized BF16, F16 or F32 weights)");
+  // FP8 block weights (deepseek.md §7).
+  EXPECT_EQ(c.quantization.weight_block_size, (std::vector<int64_t>{128, 128}));
+  EXPECT_NO_THROW(ValidateModelConfig(c, "ds.json"));
   ModelConfig bad = c;
+  bad.quantization.weight_block_size = {128};
+  EXPECT_EQ(ErrorOf([&] { ValidateModelConfig(bad, "ds.json"); }),
+            "ds.json: quantization_config.weight_block_size: must be two positive integers [rows, columns]");
+  bad.quantization.weight_block_size = {128, 128};
+  bad.quantization.quant_method = "awq";
+  EXPECT_NE(ErrorOf([&] { ValidateModelConfig(bad, "ds.json"); }).find("'awq' is not supported for deepseek_v3"),
+            std::string::npos);
   bad.quantization = {};
   EXPECT_NO_THROW(ValidateModelConfig(bad, "ds.json"));
   bad.topk_method = "greedy";

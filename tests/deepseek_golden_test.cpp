@@ -77,7 +77,7 @@ TEST_P(DeepseekGolden, NaiveFormAgreesWithAbsorbed) {
   EXPECT_EQ(GreedyAgainstGolden(*naive_model, g, 1e-4), g.greedy);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, DeepseekGolden, ::testing::Values("v2_a", "v2_b", "v3_a", "v3_b", "v3_long"));
+INSTANTIATE_TEST_SUITE_P(Tiny, DeepseekGolden, ::testing::Values("v2_a", "v2_b", "v3_a", "v3_b", "v3_long", "v3_fp8"));
 
 // The latent cache holds kv_lora_rank + qk_rope_head_dim values per position and layer, shared by
 // every head (deepseek.md §4): 40 floats here against 4 heads x (24 + 16) for per-head K and V.

@@ -45,6 +45,37 @@ TEST_P(KernelIsaTest, ConvertBf16F32IsExact) {
   }
 }
 
+// e4m3fn rows with block scales (DeepSeek-V3's FP8 weights, deepseek.md §7): every non-NaN code,
+// blocks of 16, 128 and 7 (a boundary inside a vector), awkward lengths; the same bits as the
+// reference (decoding is exact and the product rounds once), NaN-free, and the reference itself
+// against the format's definition: 0x7e = 448, 0x01 = 2^-9, 0x38 = 1, 0x80 = -0.
+TEST_P(KernelIsaTest, DecodeFp8RowIsExact) {
+  EXPECT_EQ(F8E4M3ToF32(0x7e), 448.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x01), 0.001953125f);
+  EXPECT_EQ(F8E4M3ToF32(0x38), 1.0f);
+  EXPECT_TRUE(std::signbit(F8E4M3ToF32(0x80)) && F8E4M3ToF32(0x80) == 0.0f);
+  std::uniform_real_distribution<float> scale_dist(1e-4f, 3.0f);
+  std::uniform_int_distribution<int> code_dist(0, 255);
+  for (size_t block : {size_t{16}, size_t{128}, size_t{7}}) {
+    for (size_t n : kLengths) {
+      std::vector<uint8_t> codes(n);
+      for (size_t c = 0; c < n; ++c) {
+        codes[c] = static_cast<uint8_t>(c < 254 ? (c < 127 ? c : c + 1) : code_dist(rng_));  // every code early on
+        if ((codes[c] & 0x7f) == 0x7f) codes[c] = 0x7e;
+      }
+      std::vector<float> scales((n + block - 1) / block + 1);
+      for (float& s : scales) s = scale_dist(rng_);
+      std::vector<float> want(n + 1, -7.0f), got(n + 1, -7.0f);
+      ref().decode_fp8_row(codes.data(), scales.data(), block, n, want.data());
+      fast().decode_fp8_row(codes.data(), scales.data(), block, n, got.data());
+      for (size_t i = 0; i <= n; ++i) {
+        ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0) << "block=" << block << " n=" << n << " i=" << i;
+      }
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(want[i], F8E4M3ToF32(codes[i]) * scales[i / block]);
+    }
+  }
+}
+
 TEST_P(KernelIsaTest, DotBf16F32MatchesReference) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (size_t n : kLengths) {

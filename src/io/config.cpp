@@ -667,6 +667,10 @@ const std::vector<Field<QuantizationConfig>>& QuantFields() {
     f.push_back(Str("format", &Q::format));
     f.push_back(Str("quantization_status", &Q::quantization_status));
     f.push_back(StrList("ignore", &Q::ignore));
+    // fp8 (DeepSeek-V3, deepseek.md §7): [block rows, block columns] of one weight_scale_inv entry.
+    f.push_back(IntList("weight_block_size", &Q::weight_block_size));
+    f.push_back(Str("fmt", &Q::fmt));
+    f.push_back(Str("activation_scheme", &Q::activation_scheme));
     Field<Q> groups;
     groups.key = "config_groups";
     groups.read = [](Q& q, const json& v, const Ctx& ctx) {
@@ -1027,9 +1031,19 @@ void ValidateDeepseek(const ModelConfig& c, const std::string& source) {
   if (c.hidden_act != "silu") {
     Fail(source, ": hidden_act: ", Quote(c.hidden_act), " is not supported for ", c.model_type, " (supported: silu)");
   }
-  if (!c.quantization.quant_method.empty()) {
-    Fail(source, ": quantization_config.quant_method: ", Quote(c.quantization.quant_method), " is not supported for ",
-         c.model_type, " yet (supported: unquantized BF16, F16 or F32 weights)");
+  const QuantizationConfig& q = c.quantization;
+  if (!q.quant_method.empty() && q.quant_method != "fp8") {
+    Fail(source, ": quantization_config.quant_method: ", Quote(q.quant_method), " is not supported for ",
+         c.model_type, " (supported: fp8 block weights, or unquantized BF16, F16 or F32 weights)");
+  }
+  if (q.quant_method == "fp8") {
+    const auto& block = q.weight_block_size;
+    if (block.size() != 2 || block[0] <= 0 || block[1] <= 0) {
+      Fail(source, ": quantization_config.weight_block_size: must be two positive integers [rows, columns]");
+    }
+    if (!q.fmt.empty() && q.fmt != "e4m3") {
+      Fail(source, ": quantization_config.fmt: ", Quote(q.fmt), " is not supported (supported: e4m3)");
+    }
   }
 }
 
@@ -1079,7 +1093,7 @@ void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
     }
     if (arch & kDeepseek) ValidateDeepseek(config, source);
     // int4 weights (model/formats/int4.h checks the scheme itself).
-    if (!method.empty() && method != "awq" && method != "compressed-tensors") {
+    if (!(arch & kDeepseek) && !method.empty() && method != "awq" && method != "compressed-tensors") {
       Fail(source, ": quantization_config.quant_method: ", Quote(method), " is not supported for ", config.model_type,
            " (supported: awq, compressed-tensors, or unquantized BF16, F16 or F32 weights)");
     }

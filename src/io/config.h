@@ -77,6 +77,10 @@ struct QuantizationConfig {
   std::string quantization_status;
   std::vector<std::string> ignore;  // module names or "re:" patterns left unquantized
   std::vector<QuantGroup> config_groups;
+  // fp8 block quantization (DeepSeek-V3)
+  std::vector<int64_t> weight_block_size;  // [rows, columns] per scale
+  std::string fmt;                         // "e4m3"
+  std::string activation_scheme;           // "dynamic" (activations stay float32 here)
 };
 
 struct ModelConfig {

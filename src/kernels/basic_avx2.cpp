@@ -49,6 +49,7 @@ void FillAvx2Kernels(KernelTable& t) {
   FillAvx2GatherReduce(t);  // gather_reduce_avx2.cpp
   FillAvx2Q8(t);  // q8_avx2.cpp
   FillAvx2Int4(t);  // int4_avx2.cpp
+  FillAvx2Fp8(t);   // fp8_avx2.cpp
   FillAvx2Nm(t);  // nm_linear_avx2.cpp
 }
 

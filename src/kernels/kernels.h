@@ -65,6 +65,12 @@ struct KernelTable {
 
   // dst[i] = float(src[i]) for i < n. Exact.
   void (*convert_bf16_f32)(const uint16_t* src, float* dst, size_t n);
+  // One row of a block-scaled FP8 matrix (DeepSeek-V3's checkpoints, deepseek.md §7):
+  // dst[c] = e4m3fn(codes[c]) * scales[c / block_cols] for c < k, the product rounded once in
+  // f32 (what dequantizing to float32 gives), so every ISA gives the same bits. Codes 0x7f and
+  // 0xff (NaN) are the caller's to refuse.
+  void (*decode_fp8_row)(const uint8_t* codes, const float* scales, size_t block_cols, size_t k, float* dst);
+  const char* decode_fp8_row_isa;
   // sum_i float(w[i]) * x[i]; fp32 accumulation, order unspecified.
   float (*dot_bf16_f32)(const uint16_t* w, const float* x, size_t n);
 
@@ -213,6 +219,9 @@ void FillAvx512Attention(KernelTable& table);
 // q8 entries (q8_avx2.cpp; q8_avx512vnni.cpp, used only when the CPU has AVX512-VNNI).
 void FillAvx2Q8(KernelTable& table);
 void FillAvx512VnniQ8(KernelTable& table);
+// decode_fp8_row (fp8_avx2.cpp / fp8_avx512.cpp).
+void FillAvx2Fp8(KernelTable& table);
+void FillAvx512Fp8(KernelTable& table);
 // matmul_int4 (int4_avx2.cpp / int4_avx512.cpp).
 void FillAvx2Int4(KernelTable& table);
 void FillAvx512Int4(KernelTable& table);

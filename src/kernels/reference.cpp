@@ -16,6 +16,10 @@
 namespace tessera {
 namespace {
 
+void DecodeFp8Row(const uint8_t* codes, const float* scales, size_t block_cols, size_t k, float* dst) {
+  for (size_t c = 0; c < k; ++c) dst[c] = F8E4M3ToF32(codes[c]) * scales[c / block_cols];
+}
+
 void ConvertBf16F32(const uint16_t* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = Bf16ToF32(src[i]);
 }
@@ -345,6 +349,8 @@ void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, s
 void FillReferenceKernels(KernelTable& t) {
   t.convert_bf16_f32 = ConvertBf16F32;
   t.convert_bf16_f32_isa = "scalar";
+  t.decode_fp8_row = DecodeFp8Row;
+  t.decode_fp8_row_isa = "scalar";
   t.dot_bf16_f32 = DotBf16F32;
   t.dot_bf16_f32_isa = "scalar";
   t.matmul_bf16 = MatmulBf16;

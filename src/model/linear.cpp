@@ -50,6 +50,8 @@ constexpr std::array kFormats = {
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeNmLinear(s, false, w); }},
     FormatRow{LinearFormat::kNmInt8, "nm-int8", 32,
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeNmLinear(s, true, w); }},
+    FormatRow{LinearFormat::kFp8, "fp8", 1,
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeFp8Linear(s, w); }},
 };
 
 const FormatRow& RowOf(LinearFormat format) {
@@ -148,7 +150,7 @@ LinearSource LinearSource::Bitmask24Module(std::string name, DType dtype, const 
 
 LinearSource LinearSource::Interleave(LinearSource a, const LinearSource& b) {
   TESSERA_CHECK(a.count == b.count && a.rows == b.rows && a.cols == b.cols && a.int4() == b.int4() &&
-                a.mxfp4 == b.mxfp4 && a.col0 == b.col0 && a.SameSparsity(b));
+                a.mxfp4 == b.mxfp4 && a.col0 == b.col0 && a.SameSparsity(b) && a.fp8_block_cols == b.fp8_block_cols);
   LinearSource s = a;
   s.name = a.name + " / " + b.name;
   s.rows = 2 * a.rows;
@@ -164,7 +166,7 @@ LinearSource LinearSource::Interleave(LinearSource a, const LinearSource& b) {
     } else {
       s.row_data.push_back(a.row_data[r]);
       s.row_data.push_back(b.row_data[r]);
-      if (a.nm_bitmask) {
+      if (a.nm_bitmask || a.fp8_block_cols > 0) {  // per-row bitmask bytes or FP8 scales
         s.row_scales.push_back(a.row_scales[r]);
         s.row_scales.push_back(b.row_scales[r]);
       }
@@ -177,7 +179,7 @@ LinearSource LinearSource::Interleave(LinearSource a, const LinearSource& b) {
 
 void LinearSource::Append(const LinearSource& next) {
   TESSERA_CHECK(next.rows == rows && next.cols == cols && next.int4() == int4() && next.mxfp4 == mxfp4 &&
-                next.col0 == col0 && SameSparsity(next));
+                next.col0 == col0 && SameSparsity(next) && next.fp8_block_cols == fp8_block_cols);
   const uint32_t shift = static_cast<uint32_t>(int4_tensors.size());
   int4_tensors.insert(int4_tensors.end(), next.int4_tensors.begin(), next.int4_tensors.end());
   for (const auto& [t, r] : next.int4_rows) int4_rows.emplace_back(t + shift, r);
@@ -208,6 +210,7 @@ LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& 
     if (source.dtype == DType::kBF16 || source.nm_bitmask) return LinearFormat::kNmBf16;
   }
   if (source.mxfp4) return policy.fast ? LinearFormat::kMxfp4Q8 : LinearFormat::kMxfp4;
+  if (source.dtype == DType::kF8E4M3) return LinearFormat::kFp8;  // both paths (no int8 form yet)
   if (source.int4()) {
     const Int4Stored& t = source.int4_tensors.front();
     return policy.fast && Int4Q8Ok(static_cast<size_t>(source.cols), static_cast<size_t>(t.group)) ? LinearFormat::kInt4Q8

@@ -13,6 +13,8 @@
 //   nm-bf16          N:M sparse rows: kept bf16 values + a bit per column (kernels/nm_linear.h),
 //                    from dense-with-zeros rows or compressed-tensors sparse-24-bitmask (exact)
 //   nm-int8          the same rows quantized as the int8 format, int8 activations (fast path)
+//   fp8              DeepSeek-V3's e4m3fn codes with float32 scales per block of columns (and
+//                    rows), rows decoded exactly to float32 as they are multiplied (both paths)
 // ChooseLinearFormat is the one place that picks a format for a matrix, from its stored dtype and
 // the precision options; LoadLinear builds it from a LinearSource (the stored rows, already
 // sliced for tensor parallelism), releasing the mapped pages it copied, so one copy of every
@@ -33,7 +35,7 @@
 
 namespace tessera {
 
-enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8, kNmBf16, kNmInt8 };
+enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8, kNmBf16, kNmInt8, kFp8 };
 std::string_view LinearFormatName(LinearFormat format);
 // A format's matrices have a multiple of this many columns (32 for the q8 and MXFP4 blocks, 1 for
 // the float formats).
@@ -102,6 +104,10 @@ struct LinearSource {
   std::vector<Int4Stored> int4_tensors;
   std::vector<std::pair<uint32_t, int64_t>> int4_rows;
   int64_t col0 = 0;  // int4 and nm_bitmask only
+  // FP8 (dtype F8_E4M3): row_scales[i] points at stored row i's float32 scales, one per
+  // fp8_block_cols columns from the row's first column (deepseek.md §7: scale rows repeat over a
+  // block of rows).
+  int64_t fp8_block_cols = 0;
   bool int4() const { return !int4_tensors.empty(); }
   // N:M sparse rows (model/sparse_scheme.h): every whole group of nm_group columns holds at most
   // nm_kept non-zeros (nm_group 0: no pattern). Float rows are then dense with zeros; with

@@ -217,6 +217,7 @@ class Model {
   MlaDims mla_;  // DeepSeek MLA sizes (zero for the other attention kinds)
   std::optional<Int4Scheme> int4_;  // the checkpoint's int4 modules (quant_scheme.h), if any
   std::optional<SparseScheme> sparse_;  // its N:M sparse modules (sparse_scheme.h), if any
+  std::optional<Fp8Scheme> fp8_;        // its FP8 block-scaled modules (DeepSeek-V3), if any
   const uint8_t* embed_ = nullptr;  // [V, H] in embed_dtype_, in the mapping
   DType embed_dtype_ = DType::kBF16;
   std::unique_ptr<LinearWeights> lm_head_;  // [V or V / P, H]

@@ -57,6 +57,7 @@ std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& 
   model->arch_ = &ArchitectureOf(c, config_path);
   model->int4_ = Int4SchemeOf(c, config_path);
   model->sparse_ = SparseSchemeOf(c, config_path);
+  model->fp8_ = Fp8SchemeOf(c);
   if (const std::string blocker = LoadBlocker(c, config_path); !blocker.empty()) Fail(blocker);
   model->generation_config_ = LoadGenerationConfig(dir);
   model->store_ = WeightStore::Open(path);
@@ -142,7 +143,7 @@ void Model::LoadWeights() {
   // Rows [row0, row0 + rows) and columns [col0, col0 + cols) of linear module `module` (its
   // .weight, or its int4 tensors: quant_scheme.h).
   auto matrix = [&](const std::string& module, int64_t row0 = 0, int64_t rows = -1, int64_t col0 = 0,
-                    int64_t cols = -1) { return ModuleSource(store, int4_, module, row0, rows, col0, cols, sparse_); };
+                    int64_t cols = -1) { return ModuleSource(store, int4_, module, row0, rows, col0, cols, sparse_, fp8_); };
   // Matrices stored alike (one dtype, or all int4): the sources of one LinearWeights.
   auto same_kind = [&](const LinearSource& a, const LinearSource& b) {
     if (a.int4() != b.int4() || (!a.int4() && a.dtype != b.dtype)) {
@@ -304,7 +305,7 @@ void Model::LoadLatentAttention(const std::string& p, const LinearPolicy& policy
   const WeightStore& store = store_;
   const MlaDims& m = mla_;
   auto load = [&](const std::string& module) {
-    const LinearSource source = ModuleSource(store, int4_, module, 0, -1, 0, -1, sparse_);
+    const LinearSource source = ModuleSource(store, int4_, module, 0, -1, 0, -1, sparse_, fp8_);
     return LoadLinear(source, ChooseLinearFormat(source, policy), path_);
   };
   if (m.q_lora > 0) {
@@ -337,6 +338,35 @@ void Model::LoadLatentAttention(const std::string& p, const LinearPolicy& policy
     }
   }
   LinearSource keys = LinearSource::Tensor(kv_b + " (W_UK^T)", stored.dtype(), transposed.data(), nq_, C, m.nope);
+  // FP8 kv_b (DeepSeek-V3): the transposed codes keep their weights' scales, block (b_r, b_c) of
+  // the stored matrix becoming block (b_c, b_r): row c of head h's W_UK^T takes the scales of
+  // stored rows h (P + Vd) + d, one per block_rows of them, in stored column block c / block_cols.
+  const bool fp8 = stored.dtype() == DType::kF8E4M3;
+  std::vector<float> key_scales;
+  const TensorView scales = fp8 ? store.Get(p + "self_attn.kv_b_proj.weight_scale_inv") : TensorView{};
+  if (fp8) {
+    const int64_t block_rows = fp8_->block_rows, block_cols = fp8_->block_cols;
+    if (per_head % block_rows != 0 || m.nope % block_rows != 0) {
+      Fail(path_, ": tensor '", kv_b, "': FP8 row blocks of ", block_rows,
+           " do not align with the heads' key and value rows (qk_nope_head_dim ", m.nope, ", v_head_dim ", m.value, ")");
+    }
+    const int64_t per_row = m.nope / block_rows, scale_cols = scales.shape()[1];
+    key_scales.resize(static_cast<size_t>(nq_ * C * per_row));
+    for (int64_t h = 0; h < nq_; ++h) {
+      for (int64_t c = 0; c < C; ++c) {
+        for (int64_t b = 0; b < per_row; ++b) {
+          const int64_t stored_block_row = (h * per_head) / block_rows + b;
+          float s;
+          std::memcpy(&s, scales.data + (stored_block_row * scale_cols + c / block_cols) * sizeof(float), sizeof(float));
+          key_scales[static_cast<size_t>((h * C + c) * per_row + b)] = s;
+        }
+      }
+    }
+    keys.fp8_block_cols = block_rows;
+    for (int64_t row = 0; row < nq_ * C; ++row) {
+      keys.row_scales.push_back(reinterpret_cast<const uint8_t*>(&key_scales[static_cast<size_t>(row * per_row)]));
+    }
+  }
   A.absorb_k = LoadLinear(keys, ChooseLinearFormat(keys, policy), path_);
   LinearSource values;
   values.name = kv_b + " (W_UV)";
@@ -345,8 +375,13 @@ void Model::LoadLatentAttention(const std::string& p, const LinearPolicy& policy
   values.rows = m.value;
   values.cols = C;
   for (int64_t h = 0; h < nq_; ++h) {
-    for (int64_t r = 0; r < m.value; ++r) values.row_data.push_back(stored.data + ((h * per_head + m.nope + r) * C) * elem);
+    for (int64_t r = 0; r < m.value; ++r) {
+      const int64_t row = h * per_head + m.nope + r;
+      values.row_data.push_back(stored.data + (row * C) * elem);
+      if (fp8) values.row_scales.push_back(scales.data + (row / fp8_->block_rows) * scales.shape()[1] * sizeof(float));
+    }
   }
+  if (fp8) values.fp8_block_cols = fp8_->block_cols;
   values.mapped = {{stored.data, stored.nbytes()}};
   A.absorb_v = LoadLinear(values, ChooseLinearFormat(values, policy), path_);
 }

@@ -140,9 +140,43 @@ Int4TensorNames Int4Names(const Int4Scheme& scheme, const std::string& module) {
           module + ".weight_scale", module + ".weight_shape"};
 }
 
+bool Fp8Scheme::Quantizes(const std::string& module) const {
+  if (module.rfind("model.layers.", 0) != 0) return false;  // embeddings and lm_head stay 16-bit
+  const std::string router = ".mlp.gate";
+  if (module.size() >= router.size() && module.compare(module.size() - router.size(), router.size(), router) == 0) {
+    return false;  // DeepSeek's router is a plain parameter, never converted
+  }
+  for (const std::string& kept : not_converted) {
+    if (module.find(kept) != std::string::npos) return false;
+  }
+  return true;
+}
+
+std::optional<Fp8Scheme> Fp8SchemeOf(const ModelConfig& config) {
+  const QuantizationConfig& q = config.quantization;
+  if (q.quant_method != "fp8") return std::nullopt;
+  Fp8Scheme s;
+  if (q.weight_block_size.size() == 2) {
+    s.block_rows = q.weight_block_size[0];
+    s.block_cols = q.weight_block_size[1];
+  }
+  s.not_converted = q.modules_to_not_convert;
+  return s;
+}
+
 void AddLinearSpecs(std::vector<TensorSpec>& specs, const std::optional<Int4Scheme>& scheme,
                     const std::string& module, int64_t out, int64_t in, TensorKind kind, int layer,
-                    const std::string& source, const std::optional<SparseScheme>& sparse) {
+                    const std::string& source, const std::optional<SparseScheme>& sparse,
+                    const std::optional<Fp8Scheme>& fp8) {
+  if (fp8 && fp8->Quantizes(module)) {
+    if (fp8->block_rows <= 0 || fp8->block_cols <= 0) Fail(source, ": quantization_config.weight_block_size: must be positive");
+    const int64_t block_rows = (out + fp8->block_rows - 1) / fp8->block_rows;
+    const int64_t block_cols = (in + fp8->block_cols - 1) / fp8->block_cols;
+    specs.push_back(TensorSpec{module + ".weight", DType::kF8E4M3, {out, in}, kind, layer});
+    specs.push_back(TensorSpec{module + ".weight_scale_inv", DType::kF32, {block_rows, block_cols}, TensorKind::kFp8Scales,
+                               layer, {out, in}});
+    return;
+  }
   if (sparse && sparse->bitmask24 && sparse->Sparse(module)) {
     const Bitmask24Names names = Bitmask24NamesOf(module);
     if (in % 4 != 0) Fail(source, ": tensor '", names.values, "': ", in, " input features are not a multiple of 4 (2:4)");
@@ -183,7 +217,24 @@ void AddLinearSpecs(std::vector<TensorSpec>& specs, const std::optional<Int4Sche
 
 LinearSource ModuleSource(const WeightStore& store, const std::optional<Int4Scheme>& scheme, const std::string& module,
                           int64_t row0, int64_t rows, int64_t col0, int64_t cols,
-                          const std::optional<SparseScheme>& sparse) {
+                          const std::optional<SparseScheme>& sparse, const std::optional<Fp8Scheme>& fp8) {
+  if (fp8 && fp8->Quantizes(module)) {
+    const TensorView codes = store.Get(module + ".weight"), scales = store.Get(module + ".weight_scale_inv");
+    const int64_t out = codes.shape()[0], in = codes.shape()[1];
+    if (cols < 0) cols = in - col0;
+    if (col0 % fp8->block_cols != 0 || ((col0 + cols) % fp8->block_cols != 0 && col0 + cols != in)) {
+      Fail("tensor '", codes.name(), "': columns [", col0, ", ", col0 + cols, ") are not whole FP8 blocks of ",
+           fp8->block_cols);
+    }
+    LinearSource s = LinearSource::Tensor(codes.name(), DType::kF8E4M3, codes.data, 1, out, in, row0, rows, col0, cols);
+    s.fp8_block_cols = fp8->block_cols;
+    const int64_t scale_cols = scales.shape()[1];
+    for (int64_t r = row0; r < row0 + s.rows; ++r) {
+      s.row_scales.push_back(scales.data + ((r / fp8->block_rows) * scale_cols + col0 / fp8->block_cols) * sizeof(float));
+    }
+    s.mapped.push_back({scales.data, scales.nbytes()});
+    return s;
+  }
   // int4 modules run the int4 formats even when pruned (their zeros stay exact zeros): there is
   // no int4 N:M format yet.
   const bool int4 = scheme && scheme->Quantizes(module);

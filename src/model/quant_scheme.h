@@ -49,6 +49,19 @@ struct Int4Scheme {
 bool CompressedTensorsMatches(const std::vector<std::string>& targets, const std::vector<std::string>& ignore,
                               const std::string& module);
 
+// DeepSeek-V3's FP8 checkpoints ("quant_method": "fp8", deepseek.md §7): every linear module of
+// the decoder layers except the router (mlp.gate) and modules_to_not_convert stores
+// <module>.weight F8_E4M3 [out, in] and <module>.weight_scale_inv F32 [ceil(out / block_rows),
+// ceil(in / block_cols)]; W[i, j] = e4m3fn(code[i, j]) * scale[i / block_rows, j / block_cols].
+// Edge blocks are partial (V3's kv_a_proj_with_mqa has 576 rows over blocks of 128).
+struct Fp8Scheme {
+  int64_t block_rows = 128, block_cols = 128;
+  std::vector<std::string> not_converted;  // name substrings left unquantized
+  bool Quantizes(const std::string& module) const;
+};
+// nullopt unless quant_method is fp8 (ValidateModelConfig checks weight_block_size).
+std::optional<Fp8Scheme> Fp8SchemeOf(const ModelConfig& config);
+
 // The scheme of a quantized dense checkpoint, nullopt for an unquantized one (or gpt-oss's MXFP4
 // experts, which tensor_specs describes itself); throws tessera::Error naming `source` for
 // schemes tessera cannot load.
@@ -70,17 +83,21 @@ Int4TensorNames Int4Names(const Int4Scheme& scheme, const std::string& module);
 // out not a multiple of 8).
 // With a sparse-24-bitmask scheme (sparse_scheme.h) that covers the module: its .compressed,
 // .bitmask and .shape tensors instead (in a multiple of 4, else a one-line error).
+// With an FP8 scheme that covers the module: its F8_E4M3 .weight and F32 .weight_scale_inv.
 void AddLinearSpecs(std::vector<TensorSpec>& specs, const std::optional<Int4Scheme>& scheme,
                     const std::string& module, int64_t out, int64_t in, TensorKind kind, int layer,
-                    const std::string& source, const std::optional<SparseScheme>& sparse = std::nullopt);
+                    const std::string& source, const std::optional<SparseScheme>& sparse = std::nullopt,
+                    const std::optional<Fp8Scheme>& fp8 = std::nullopt);
 
 // The stored rows [row0, row0 + rows) and columns [col0, col0 + cols) of linear module `module`
 // (its float `.weight`, or its int4 tensors, whose column range must then be whole groups:
 // otherwise a one-line error naming the module and the group size).
 // Modules a sparse scheme covers carry its pattern (LinearSource::nm_kept / nm_group), read from
 // their dense .weight or their sparse-24-bitmask tensors.
+// FP8 modules: whole blocks of columns (col0 and the end a multiple of block_cols, or the end).
 LinearSource ModuleSource(const WeightStore& store, const std::optional<Int4Scheme>& scheme, const std::string& module,
                           int64_t row0 = 0, int64_t rows = -1, int64_t col0 = 0, int64_t cols = -1,
-                          const std::optional<SparseScheme>& sparse = std::nullopt);
+                          const std::optional<SparseScheme>& sparse = std::nullopt,
+                          const std::optional<Fp8Scheme>& fp8 = std::nullopt);
 
 }  // namespace tessera

@@ -36,6 +36,7 @@ std::string_view TensorKindName(TensorKind kind) {
     case TensorKind::kNmValues: return "2:4 kept values";
     case TensorKind::kNmBitmask: return "2:4 bitmask";
     case TensorKind::kNmShape: return "2:4 shape";
+    case TensorKind::kFp8Scales: return "fp8 block scales";
   }
   return "?";
 }
@@ -52,7 +53,7 @@ uint64_t LogicalParameters(TensorKind kind, uint64_t numel) {
   if (kind == TensorKind::kInt4Codes) return numel * 8;     // eight 4-bit codes per int32
   if (kind == TensorKind::kInt4Zeros || kind == TensorKind::kInt4Scales || kind == TensorKind::kInt4Shape) return 0;
   if (kind == TensorKind::kNmValues) return numel * 2;  // 2 of every 4 weights stored
-  if (kind == TensorKind::kNmBitmask || kind == TensorKind::kNmShape) return 0;
+  if (kind == TensorKind::kNmBitmask || kind == TensorKind::kNmShape || kind == TensorKind::kFp8Scales) return 0;
   return numel;
 }
 
@@ -96,6 +97,7 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
   const bool mxfp4 = arch.experts == ExpertLayout::kFusedInterleaved &&
                      GptOssExpertFormat(config, source) == ExpertFormat::kMxfp4;
   const std::optional<Int4Scheme> int4 = Int4SchemeOf(config, source);
+  const std::optional<Fp8Scheme> fp8 = Fp8SchemeOf(config);
   const std::optional<SparseScheme> sparse = SparseSchemeOf(config, source);
   if (int4 && sparse && sparse->bitmask24) {
     Fail(source, ": sparse-24-bitmask together with int4 weights is not supported (no int4 N:M format yet)");
@@ -117,7 +119,7 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
     const std::string p = StrCat("model.layers.", l, ".");
     auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
       if (bias && arch.checkpoint_layer_order) add(p + name + ".bias", kBF16, {out}, TensorKind::kLinearBias, li);
-      AddLinearSpecs(specs, int4, p + name, out, in, TensorKind::kLinearWeight, li, source, sparse);
+      AddLinearSpecs(specs, int4, p + name, out, in, TensorKind::kLinearWeight, li, source, sparse, fp8);
       if (bias && !arch.checkpoint_layer_order) add(p + name + ".bias", kBF16, {out}, TensorKind::kLinearBias, li);
     };
     add(p + "input_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
@@ -177,9 +179,9 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
       if (arch.experts == ExpertLayout::kPerExpert) {
         for (int64_t x = 0; x < experts; ++x) {
           const std::string ex = StrCat(e, x, ".");
-          AddLinearSpecs(specs, int4, ex + "gate_proj", inter, hidden, TensorKind::kExpertLinear, li, source, sparse);
-          AddLinearSpecs(specs, int4, ex + "up_proj", inter, hidden, TensorKind::kExpertLinear, li, source, sparse);
-          AddLinearSpecs(specs, int4, ex + "down_proj", hidden, inter, TensorKind::kExpertLinear, li, source, sparse);
+          AddLinearSpecs(specs, int4, ex + "gate_proj", inter, hidden, TensorKind::kExpertLinear, li, source, sparse, fp8);
+          AddLinearSpecs(specs, int4, ex + "up_proj", inter, hidden, TensorKind::kExpertLinear, li, source, sparse, fp8);
+          AddLinearSpecs(specs, int4, ex + "down_proj", hidden, inter, TensorKind::kExpertLinear, li, source, sparse, fp8);
         }
       } else if (mxfp4) {
         // MXFP4 blocks run along the input dimension: H for gate_up, I for down.
@@ -269,6 +271,8 @@ bool DTypeFits(const TensorSpec& spec, DType stored) {
       return stored == DType::kI64 || stored == DType::kI32;
     case TensorKind::kNmBitmask:
       return stored == DType::kU8 || stored == DType::kI8;
+    case TensorKind::kFp8Scales:
+      return stored == DType::kF32;
     case TensorKind::kRouterCorrectionBias:  // F32 in DeepSeek's checkpoints; any float reads exactly
       return stored == DType::kF32 || stored == DType::kBF16 || stored == DType::kF16;
     default:

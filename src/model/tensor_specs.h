@@ -76,6 +76,8 @@ enum class TensorKind : uint8_t {
   kNmValues,   // [out, in/2] float: the kept values, row-major
   kNmBitmask,  // U8 [out, ceil(in/8)]: bit c % 8 of byte c / 8 = column c kept
   kNmShape,    // I64 [2, 1]: [out, in]
+  // A DeepSeek FP8 module's F32 block scales (weight_scale_inv) beside its F8_E4M3 .weight.
+  kFp8Scales,
 };
 
 std::string_view TensorKindName(TensorKind kind);

@@ -1,0 +1,90 @@
+// fp8: DeepSeek-V3's block-quantized weights (../shared/reference/deepseek.md §7): e4m3fn codes
+// [rows, cols] with a float32 scale per block of columns (and of rows, repeated here per row), the
+// weight float(code) * scale. The codes are copied once into a huge-page buffer (1 byte per
+// weight is what a decode step streams); Multiply decodes a chunk of rows at a time exactly to
+// float32 (kernels.h decode_fp8_row: the dequantized weights' bits on every ISA) in a per-thread
+// buffer that stays in cache and multiplies it with matmul_f32, so results equal a float32 matmul
+// over the dequantized matrix and stay batch-invariant.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "model/formats/formats.h"
+
+namespace tessera {
+namespace {
+
+class Fp8Linear final : public LinearWeights {
+ public:
+  Fp8Linear(const LinearSource& source, const std::string& where)
+      : LinearWeights(LinearFormat::kFp8, source.count, source.rows, source.cols),
+        block_cols_(static_cast<size_t>(source.fp8_block_cols)),
+        scale_cols_((static_cast<size_t>(source.cols) + block_cols_ - 1) / block_cols_) {
+    const size_t k = static_cast<size_t>(cols()), stored_rows = source.num_rows();
+    codes_ = ByteBuffer(stored_rows * k);
+    GatherRows(source, false, k, codes_.data());
+    scales_.resize(stored_rows * scale_cols_);
+    for (size_t r = 0; r < stored_rows; ++r) {
+      std::memcpy(&scales_[r * scale_cols_], source.row_scales[r], scale_cols_ * sizeof(float));
+    }
+    ReleaseSource(source);
+    // e4m3fn has no infinities; 0x7f and 0xff are NaN, which no quantizer writes.
+    for (size_t r = 0; r < stored_rows; ++r) {
+      const uint8_t* row = codes_.data() + r * k;
+      for (size_t c = 0; c < k; ++c) {
+        if ((row[c] & 0x7f) == 0x7f) {
+          Fail(where, ": tensor '", source.name, "' holds a NaN code (e4m3fn 0x", (row[c] == 0xff ? "ff" : "7f"),
+               ") at row ", r % static_cast<size_t>(rows()), ", column ", c);
+        }
+      }
+      for (size_t b = 0; b < scale_cols_; ++b) {
+        const float s = scales_[r * scale_cols_ + b];
+        if (!std::isfinite(s) || s < 0.0f) {
+          Fail(where, ": tensor '", source.name, "': weight_scale_inv holds ", s, " (scales must be finite and >= 0)");
+        }
+      }
+    }
+  }
+
+  void Multiply(int64_t matrix, const float* x, const Q8Rows*, size_t m, size_t col_begin, size_t col_end,
+                const float* bias, float* y, size_t ldy) const override {
+    const KernelTable& kt = ActiveKernels();
+    const size_t k = static_cast<size_t>(cols());
+    // Rows decoded per matmul_f32 call: few for decode (their floats stay in L1/L2 between the
+    // decode and the multiply), more for prefill (the GEMM path packs panels per call).
+    const size_t chunk = m <= 9 ? 8 : 64;
+    thread_local std::vector<float> decoded;  // not the kernels' scratch: matmul_f32 uses that
+    if (decoded.size() < chunk * k) decoded.resize(chunk * k);
+    const size_t first_row = static_cast<size_t>(matrix * rows());
+    for (size_t j0 = col_begin; j0 < col_end; j0 += chunk) {
+      const size_t n = col_end - j0 < chunk ? col_end - j0 : chunk;
+      for (size_t r = 0; r < n; ++r) {
+        const size_t row = first_row + j0 + r;
+        kt.decode_fp8_row(codes_.data() + row * k, &scales_[row * scale_cols_], block_cols_, k, &decoded[r * k]);
+      }
+      kt.matmul_f32(x, m, k, decoded.data(), 0, n, bias ? bias + j0 : nullptr, y + j0, ldy);
+    }
+  }
+
+  double BytesPerMatrix() const override {
+    return static_cast<double>(rows()) * (static_cast<double>(cols()) + 4.0 * static_cast<double>(scale_cols_));
+  }
+
+ private:
+  size_t block_cols_, scale_cols_;
+  ByteBuffer codes_;
+  std::vector<float> scales_;  // [stored rows, scale_cols_]
+};
+
+}  // namespace
+
+std::unique_ptr<LinearWeights> MakeFp8Linear(const LinearSource& source, const std::string& where) {
+  TESSERA_CHECK(source.dtype == DType::kF8E4M3 && source.fp8_block_cols > 0 &&
+                source.row_scales.size() == source.num_rows());
+  return std::make_unique<Fp8Linear>(source, where);
+}
+
+}  // namespace tessera

@@ -12,9 +12,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 
+#include "core/dtype.h"
+#include "io/config.h"
 #include "io/npy.h"
+#include "io/safetensors.h"
 #include "model/model.h"
+#include "model/tensor_specs.h"
 #include "golden_checks.h"
 #include "test_util.h"
 
@@ -89,6 +97,97 @@ TEST(DeepseekCache, HoldsOneLatentRowPerPosition) {
   EXPECT_EQ(KvCache::BytesFor(c, 100, KvType::kBF16), 3u * 100 * 40 * 2);
   // The decode byte model counts the same rows.
   EXPECT_DOUBLE_EQ(model->DecodeBytes(99, KvType::kBF16) - model->DecodeBytes(99), 3.0 * 100 * 40 * 2);
+}
+
+// v3_fp8 rewritten into `dir` with `edit` applied to every tensor's bytes (name, bytes) and the
+// config.json text passed through `config_edit`.
+void WriteEditedFp8(const std::string& dir, const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit,
+                    const std::function<std::string(std::string)>& config_edit = [](std::string s) { return s; },
+                    const std::function<std::vector<int64_t>(const std::string&, std::vector<int64_t>)>& reshape =
+                        [](const std::string&, std::vector<int64_t> s) { return s; }) {
+  namespace fs = std::filesystem;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string src = kDir + "v3_fp8";
+  fs::copy_file(src + "/generation_config.json", dir + "/generation_config.json");
+  std::ifstream in(src + "/config.json");
+  const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(dir + "/config.json") << config_edit(config);
+  const WeightStore store = WeightStore::Open(src);
+  std::vector<TensorToWrite> tensors;
+  for (const std::string& name : store.names()) {
+    const TensorView t = store.Get(name);
+    std::vector<uint8_t> bytes(t.data, t.data + t.nbytes());
+    edit(name, bytes);
+    std::vector<int64_t> shape = reshape(name, t.shape());
+    if (shape != t.shape()) bytes.resize(static_cast<size_t>(shape[0] * shape[1]) * DTypeSize(t.dtype()));
+    tensors.push_back({name, t.dtype(), shape, [bytes](uint8_t* dst, size_t n) { std::memcpy(dst, bytes.data(), n); }});
+  }
+  WriteSafetensors(dir + "/model.safetensors", tensors);
+}
+
+// DeepSeek-V3 checkpoints carry their multi-token-prediction layer as model.layers.61.*: ignored
+// when num_nextn_predict_layers says so, unexpected otherwise; F32 <-> e4m3fn round trips.
+TEST(DeepseekFp8, MtpLayerIsIgnoredAndE4m3RoundTrips) {
+  ModelConfig c = LoadModelConfig(kDir + "v3_fp8");
+  EXPECT_FALSE(IgnoredCheckpointTensor(c, "model.layers.3.self_attn.o_proj.weight"));
+  c.raw["num_nextn_predict_layers"] = 1;
+  EXPECT_TRUE(IgnoredCheckpointTensor(c, "model.layers.3.self_attn.o_proj.weight"));
+  EXPECT_TRUE(IgnoredCheckpointTensor(c, "model.layers.3.eh_proj.weight"));
+  EXPECT_FALSE(IgnoredCheckpointTensor(c, "model.layers.4.self_attn.o_proj.weight"));
+  EXPECT_FALSE(IgnoredCheckpointTensor(c, "model.layers.2.self_attn.o_proj.weight"));
+  EXPECT_FALSE(IgnoredCheckpointTensor(c, "model.norm.weight"));
+  for (int code = 0; code < 256; ++code) {
+    if ((code & 0x7f) == 0x7f) continue;
+    EXPECT_EQ(F32ToF8E4M3(F8E4M3ToF32(static_cast<uint8_t>(code))), code) << code;
+  }
+  EXPECT_EQ(F32ToF8E4M3(1000.0f), 0x7e);   // saturates at 448
+  EXPECT_EQ(F32ToF8E4M3(-460.0f), 0xfe);
+  EXPECT_EQ(F32ToF8E4M3(1.0625f), 0x38);   // halfway between 1 and 1.125: to even
+  EXPECT_EQ(F32ToF8E4M3(0.0009765625f), 0x00);  // half the smallest subnormal: to even (0)
+}
+
+// Bad FP8 checkpoints are refused with one line naming the tensor or the key (issue 29 point 3).
+TEST(DeepseekFp8, BadCheckpointsAreRefusedByName) {
+  const std::string dir = ::testing::TempDir() + "tessera_bad_fp8";
+  const std::string o_proj = "model.layers.1.self_attn.o_proj.weight";
+  // A NaN code (0x7f) in a weight.
+  WriteEditedFp8(dir, [&](const std::string& name, std::vector<uint8_t>& b) {
+    if (name == o_proj) b[5] = 0x7f;
+  });
+  std::string msg = ErrorOf([&] { Model::Load(dir); });
+  EXPECT_NE(msg.find("'" + o_proj + "' holds a NaN code (e4m3fn 0x7f) at row 0, column 5"), std::string::npos) << msg;
+  // A NaN scale.
+  WriteEditedFp8(dir, [&](const std::string& name, std::vector<uint8_t>& b) {
+    if (name == "model.layers.1.self_attn.o_proj.weight_scale_inv") {
+      const float nan = std::nanf("");
+      std::memcpy(b.data(), &nan, sizeof(nan));
+    }
+  });
+  msg = ErrorOf([&] { Model::Load(dir); });
+  EXPECT_NE(msg.find("weight_scale_inv holds nan"), std::string::npos) << msg;
+  // A scale tensor of the wrong shape.
+  WriteEditedFp8(
+      dir, [](const std::string&, std::vector<uint8_t>&) {}, [](std::string s) { return s; },
+      [&](const std::string& name, std::vector<int64_t> shape) {
+        if (name == "model.layers.1.self_attn.o_proj.weight_scale_inv") shape[1] += 1;
+        return shape;
+      });
+  msg = ErrorOf([&] { Model::Load(dir); });
+  EXPECT_NE(msg.find("tensor 'model.layers.1.self_attn.o_proj.weight_scale_inv': shape [4, 5], expected [4, 4]"),
+            std::string::npos)
+      << msg;
+  // A block size the scales do not follow.
+  WriteEditedFp8(
+      dir, [](const std::string&, std::vector<uint8_t>&) {},
+      [](std::string s) {
+        const size_t at = s.find("\"weight_block_size\"");
+        const size_t open = s.find('[', at), close = s.find(']', at);
+        return s.replace(open, close - open + 1, "[32, 16]");
+      });
+  msg = ErrorOf([&] { Model::Load(dir); });
+  EXPECT_NE(msg.find("weight_scale_inv': shape"), std::string::npos) << msg;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -161,7 +161,7 @@ TEST(SynthPresets, UnknownPresetIsAnError) {
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "unknown preset 'gpt-oss-7b' (known: tiny, gpt-oss-20b, gpt-oss-120b, llama-3.1-8b, mistral-7b, "
-                 "qwen2.5-7b, qwen3-8b, qwen3-30b-a3b, tiny-llama, tiny-qwen3, tiny-qwen3-moe, deepseek-v2-lite, tiny-deepseek-v2, tiny-deepseek-v3)");
+                 "qwen2.5-7b, qwen3-8b, qwen3-30b-a3b, tiny-llama, tiny-qwen3, tiny-qwen3-moe, deepseek-v2-lite, deepseek-v3, tiny-deepseek-v2, tiny-deepseek-v3)");
   }
 }
 

@@ -202,7 +202,7 @@ void RunInspect(const InspectArgs& args) {
   }
   for (const auto& f : store.files()) file_bytes += f->file_size();
   const std::vector<TensorGroup> groups = GroupTensors(tensors);
-  const std::vector<TensorProblem> problems = described ? CheckTensors(specs, store) : std::vector<TensorProblem>{};
+  const std::vector<TensorProblem> problems = described ? CheckTensors(specs, store, &*config) : std::vector<TensorProblem>{};
 
   if (args.json) {
     nlohmann::json out;

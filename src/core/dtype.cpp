@@ -72,6 +72,26 @@ float F8E4M3ToF32(uint8_t v) {
   return sign ? -value : value;
 }
 
+uint8_t F32ToF8E4M3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float a = std::fabs(f);
+  if (a >= 448.0f) return sign | 0x7e;
+  if (a < 0.015625f) {  // below 2^-6: subnormals, step 2^-9 (8 steps round up to 2^-6 = 0x08)
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
+  }
+  int e = 0;
+  const float fraction = std::frexp(a, &e);  // a = fraction 2^e, fraction in [0.5, 1)
+  int biased = e - 1 + 7;
+  int mant = static_cast<int>(std::nearbyint((2.0f * fraction - 1.0f) * 8.0f));  // exact product, RNE
+  if (mant == 8) {
+    mant = 0;
+    ++biased;
+  }
+  if (biased > 15 || (biased == 15 && mant == 7)) return sign | 0x7e;
+  return sign | static_cast<uint8_t>(biased << 3 | mant);
+}
+
 float F8E5M2ToF32(uint8_t v) { return F16ToF32(static_cast<uint16_t>(v) << 8); }
 
 float E8M0ToF32(uint8_t v) {

@@ -52,6 +52,9 @@ inline uint16_t F32ToBf16(float f) {
 float F16ToF32(uint16_t h);
 uint16_t F32ToF16(float f);  // round to nearest even, overflow to inf
 float F8E4M3ToF32(uint8_t v);  // OCP E4M3FN: no infinities, 0x7f/0xff are NaN
+// Round to nearest even; magnitudes past 448 saturate to +-448 (e4m3fn has no infinity; torch's
+// cast would give NaN, DeepSeek's quantizer clamps first); NaN -> 0x7f.
+uint8_t F32ToF8E4M3(float f);
 float F8E5M2ToF32(uint8_t v);
 float E8M0ToF32(uint8_t v);    // 2^(v-127); 255 is NaN per OCP
 

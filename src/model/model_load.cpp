@@ -62,7 +62,7 @@ std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& 
   model->generation_config_ = LoadGenerationConfig(dir);
   model->store_ = WeightStore::Open(path);
   const std::vector<TensorSpec> specs = ModelTensorSpecs(c, config_path);
-  RequireNoProblems(CheckTensors(specs, model->store_), dir);
+  RequireNoProblems(CheckTensors(specs, model->store_, &c), dir);
   for (const TensorSpec& s : specs) {
     model->weight_bytes_ += model->store_.Get(s.name).nbytes();
     model->parameters_ += s.parameters();

@@ -1,6 +1,7 @@
 #include "model/quantize.h"
 
 
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <system_error>
 
+#include "model/architecture.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -93,6 +95,10 @@ DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::stri
   const bool gpt_oss = in.config.model_type == "gpt_oss";
   if (gpt_oss && !gpt_oss_mxfp4) {
     Fail(in.config_path, ": ", what, " applies to the dense families (gpt-oss ships MXFP4 experts)");
+  }
+  if (ArchitectureOf(in.config, in.config_path).attention == AttentionKind::kMla) {
+    Fail(in.config_path, ": ", what, " is not supported for ", in.config.model_type,
+         " yet (its int4 and sparse formats would not load: MLA checkpoints run as BF16 or FP8)");
   }
   if (!in.config.quantization.quant_method.empty() && !(gpt_oss && in.config.quantization.quant_method == "mxfp4")) {
     Fail(in.config_path, ": the checkpoint is already quantized (quantization_config.quant_method '",

@@ -28,7 +28,7 @@ const std::vector<std::string>& SynthPresetNames() {
   static const std::vector<std::string> names = {"tiny",      "gpt-oss-20b", "gpt-oss-120b",  "llama-3.1-8b",
                                                  "mistral-7b", "qwen2.5-7b", "qwen3-8b",      "qwen3-30b-a3b",
                                                  "tiny-llama", "tiny-qwen3", "tiny-qwen3-moe", "deepseek-v2-lite",
-                                                 "tiny-deepseek-v2", "tiny-deepseek-v3"};
+                                                 "deepseek-v3",      "tiny-deepseek-v2", "tiny-deepseek-v3"};
   return names;
 }
 
@@ -238,6 +238,25 @@ nlohmann::json DeepseekV2LiteConfig() {
   };
 }
 
+// DeepSeek-V3's config.json (deepseek.md §1, DSV3 config_671B.json): MLA with q_lora 1536, 256
+// routed experts top-8 in 8 groups (4 chosen) plus 1 shared, layers 0-2 dense, FP8 blocks of
+// 128 x 128. The checkpoint's MTP layer (model.layers.61) is not written.
+nlohmann::json DeepseekV3Config() {
+  nlohmann::json c = DeepseekV2LiteConfig();
+  c.update({{"architectures", {"DeepseekV3ForCausalLM"}}, {"model_type", "deepseek_v3"}, {"hidden_size", 7168},
+            {"intermediate_size", 18432}, {"moe_intermediate_size", 2048}, {"num_hidden_layers", 61},
+            {"num_attention_heads", 128}, {"num_key_value_heads", 128}, {"q_lora_rank", 1536},
+            {"n_routed_experts", 256}, {"n_shared_experts", 1}, {"num_experts_per_tok", 8}, {"first_k_dense_replace", 3},
+            {"n_group", 8}, {"topk_group", 4}, {"topk_method", "noaux_tc"}, {"scoring_func", "sigmoid"},
+            {"norm_topk_prob", true}, {"routed_scaling_factor", 2.5}, {"vocab_size", 129280}, {"bos_token_id", 0},
+            {"eos_token_id", 1}, {"num_nextn_predict_layers", 1}, {"ep_size", 1}});
+  c["rope_scaling"] = {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 40}, {"mscale", 1.0}, {"mscale_all_dim", 1.0},
+                       {"original_max_position_embeddings", 4096}, {"type", "yarn"}};
+  c["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                              {"weight_block_size", {128, 128}}};
+  return c;
+}
+
 // Tiny DeepSeek models for tests and the CLI: every switch of the family at test sizes. v2:
 // group_limited_greedy over 2 groups, no q_lora; v3: q_lora, sigmoid noaux_tc routing with 2
 // groups, renormalised weights scaled by 2.5.
@@ -305,6 +324,7 @@ nlohmann::json SynthPresetConfigJson(std::string_view preset) {
   if (preset == "tiny-qwen3") return Tiny(QwenConfig("qwen3"));
   if (preset == "tiny-qwen3-moe") return Tiny(QwenConfig("qwen3_moe"));
   if (preset == "deepseek-v2-lite") return DeepseekV2LiteConfig();
+  if (preset == "deepseek-v3") return DeepseekV3Config();
   if (preset == "tiny-deepseek-v2") return TinyDeepseek(false);
   if (preset == "tiny-deepseek-v3") return TinyDeepseek(true);
   if (preset == "gpt-oss-20b") return GptOssConfig(24, 32);
@@ -413,6 +433,7 @@ int64_t FanIn(const TensorSpec& spec) {
     case TensorKind::kNmValues:
     case TensorKind::kNmBitmask:
     case TensorKind::kNmShape:
+    case TensorKind::kFp8Scales:
       return spec.module_shape.at(1);
     case TensorKind::kExpertBlocks:  // [E, out, in/32, 16]
     case TensorKind::kExpertScales:  // [E, out, in/32]
@@ -456,6 +477,10 @@ SynthInit SynthInitFor(const TensorSpec& spec) {
     case TensorKind::kInt4Scales:
       // W = (q - z) s with q uniform in 0 .. 15 and z near 8: std(q - z) is about 4.6.
       init.std = static_cast<float>(1.0 / std::sqrt(static_cast<double>(FanIn(spec))) / 4.6);
+      break;
+    case TensorKind::kFp8Scales:
+      // W = e4m3(16 z) * scale with z a unit draw: scale = std / 16 (varied per block below).
+      init.std = static_cast<float>(1.0 / std::sqrt(static_cast<double>(FanIn(spec))) / 16.0);
       break;
     case TensorKind::kExpertScales: {
       // Decoded value = E2M1 * 2^(e + j), codes uniform (E[E2M1^2] = 68.5 / 8), j uniform in
@@ -536,6 +561,22 @@ void FillSyntheticTensor(const TensorSpec& spec, uint64_t seed, uint8_t* dst, si
         const uint16_t h = spec.dtype == DType::kF16 ? F32ToF16(v) : F32ToBf16(v);
         if (elem == 2) std::memcpy(dst + 2 * i, &h, 2); else std::memcpy(dst + 4 * i, &v, 4);
       }
+    });
+    return;
+  }
+  if (spec.kind == TensorKind::kFp8Scales) {
+    pool.ParallelFor(nbytes / 4, kGrain, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const float v = init.std * (0.75f + 0.5f * static_cast<float>(Draw(key, i) % 1024) / 1024.0f);
+        std::memcpy(dst + 4 * i, &v, 4);
+      }
+    });
+    return;
+  }
+  if (spec.dtype == DType::kF8E4M3) {
+    // FP8 weights (their scales above): codes of 16 z, |16 z| <= 55.4, well inside e4m3's range.
+    pool.ParallelFor(nbytes, kGrain, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) dst[i] = F32ToF8E4M3(16.0f * StandardDraw(Draw(key, i)));
     });
     return;
   }

@@ -320,10 +320,28 @@ std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs,
   return problems;
 }
 
-std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs, const WeightStore& store) {
+bool IgnoredCheckpointTensor(const ModelConfig& config, const std::string& name) {
+  const nlohmann::json* mtp = config.raw.is_object() && config.raw.contains("num_nextn_predict_layers")
+                                  ? &config.raw.at("num_nextn_predict_layers")
+                                  : nullptr;
+  if (mtp == nullptr || !mtp->is_number_integer() || mtp->get<int64_t>() <= 0) return false;
+  const std::string prefix = "model.layers.";
+  if (name.rfind(prefix, 0) != 0) return false;
+  const size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos) return false;
+  const std::string index = name.substr(prefix.size(), dot - prefix.size());
+  if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || index.size() > 9) return false;
+  const int64_t layer = std::stoll(index);
+  return layer >= config.num_hidden_layers && layer < config.num_hidden_layers + mtp->get<int64_t>();
+}
+
+std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs, const WeightStore& store,
+                                        const ModelConfig* config) {
   std::vector<TensorInfo> stored;
   stored.reserve(store.num_tensors());
-  for (const std::string& name : store.names()) stored.push_back(*store.Get(name).info);
+  for (const std::string& name : store.names()) {
+    if (config == nullptr || !IgnoredCheckpointTensor(*config, name)) stored.push_back(*store.Get(name).info);
+  }
   return CheckTensors(specs, stored);
 }
 

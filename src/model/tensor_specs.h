@@ -146,7 +146,14 @@ bool DTypeFits(const TensorSpec& spec, DType stored);
 // (missing, misshapen, wrong dtype), then unexpected tensors sorted by name.
 std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs,
                                         const std::vector<TensorInfo>& stored);
-std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs, const WeightStore& store);
+// With `config`, stored tensors the engine ignores (IgnoredCheckpointTensor) are not unexpected.
+std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs, const WeightStore& store,
+                                        const ModelConfig* config = nullptr);
+
+// Stored tensors a checkpoint may carry that the engine does not run: DeepSeek-V3's
+// multi-token-prediction layers, model.layers.{L}.* for L >= num_hidden_layers when the config has
+// num_nextn_predict_layers (transformers and DeepSeek's converter drop them too, deepseek.md §6).
+bool IgnoredCheckpointTensor(const ModelConfig& config, const std::string& name);
 
 // Throws one line naming `source`, the first problem and how many more there are.
 void RequireNoProblems(const std::vector<TensorProblem>& problems, const std::string& source);

@@ -76,6 +76,35 @@ TEST_P(KernelIsaTest, DecodeFp8RowIsExact) {
   }
 }
 
+// The fused FP8 decode kernel gives matmul_f32's bits over the decoded rows of the same table
+// (what keeps the fp8 format batch-invariant between decode and prefill).
+TEST_P(KernelIsaTest, MatmulFp8DotEqualsDecodedMatmulF32) {
+  const KernelTable& t = fast();
+  if (t.matmul_fp8_dot == nullptr) GTEST_SKIP() << "no fused fp8 kernel at " << IsaName(GetParam());
+  std::uniform_int_distribution<int> code_dist(0, 253);
+  std::normal_distribution<float> x_dist(0.0f, 1.0f);
+  for (size_t block : {size_t{16}, size_t{128}, size_t{7}}) {
+    for (size_t k : {size_t{1}, size_t{15}, size_t{16}, size_t{33}, size_t{200}, size_t{1027}}) {
+      for (size_t m = 1; m <= 4; ++m) {
+        const size_t n = 11, stride = (k + block - 1) / block;
+        std::vector<uint8_t> codes(n * k);
+        for (auto& c : codes) c = static_cast<uint8_t>(code_dist(rng_) >= 127 ? code_dist(rng_) % 127 + 128 : code_dist(rng_) % 127);
+        std::vector<float> scales(n * stride), x(m * k), bias(n), decoded(n * k);
+        for (auto& s : scales) s = 1e-3f * static_cast<float>(1 + code_dist(rng_) % 50);
+        for (auto& v : x) v = x_dist(rng_);
+        for (auto& v : bias) v = x_dist(rng_);
+        for (size_t j = 0; j < n; ++j) t.decode_fp8_row(&codes[j * k], &scales[j * stride], block, k, &decoded[j * k]);
+        std::vector<float> want(m * n, -1.0f), got(m * n, -1.0f);
+        t.matmul_f32(x.data(), m, k, decoded.data(), 1, n, bias.data(), want.data(), n);
+        t.matmul_fp8_dot(x.data(), m, k, codes.data(), scales.data(), stride, block, 1, n, bias.data(), got.data(), n);
+        for (size_t i = 0; i < m * n; ++i) {
+          ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0) << "block=" << block << " k=" << k << " m=" << m << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(KernelIsaTest, DotBf16F32MatchesReference) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (size_t n : kLengths) {

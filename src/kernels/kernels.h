@@ -71,6 +71,15 @@ struct KernelTable {
   // 0xff (NaN) are the caller's to refuse.
   void (*decode_fp8_row)(const uint8_t* codes, const float* scales, size_t block_cols, size_t k, float* dst);
   const char* decode_fp8_row_isa;
+  // y[i, j] (i < m <= 4, j in [n_begin, n_end)) = x_i . W_j + bias[j] for FP8 rows W_j as
+  // decode_fp8_row decodes them (codes row j at codes + j k, its scales at scales + j
+  // scale_stride), with the same bits as matmul_f32 of this table over the decoded rows: decode
+  // (m <= 4) without writing the decoded rows. Null where the table has none (then the caller
+  // decodes rows and calls matmul_f32).
+  void (*matmul_fp8_dot)(const float* x, size_t m, size_t k, const uint8_t* codes, const float* scales,
+                         size_t scale_stride, size_t block_cols, size_t n_begin, size_t n_end, const float* bias,
+                         float* y, size_t ldy);
+  const char* matmul_fp8_dot_isa;
   // sum_i float(w[i]) * x[i]; fp32 accumulation, order unspecified.
   float (*dot_bf16_f32)(const uint16_t* w, const float* x, size_t n);
 

@@ -700,6 +700,95 @@ void BiasOnly(size_t m, size_t n_begin, size_t n_end, const float* bias, float* 
     for (size_t j = n_begin; j < n_end; ++j) y[i * ldy + j] = 0.0f + (bias ? bias[j] : 0.0f);
 }
 
+// ---- FP8 rows (kernels.h matmul_fp8_dot) -------------------------------------------------------
+
+// 16 e4m3fn codes (masked lanes 0) to their values / 256, as fp8_avx512.cpp decodes them.
+inline __m512 DecodeFp8x16(const uint8_t* p, __mmask16 mask) {
+  const __m256i words = _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(mask, p)), 7);
+  return _mm512_cvtph_ps(_mm256_and_si256(words, _mm256_set1_epi16(static_cast<short>(0xbf80))));
+}
+
+// R rows of x against C FP8 weight rows (codes row c at codes + c k, its scales at
+// scales + c scale_stride): each step's 16 weights decoded and scaled exactly as decode_fp8_row
+// gives them, then the FMAs of DotSteps over F32 weights in the same order and the same Finish,
+// so the bits are matmul_f32's over the decoded rows.
+template <int R, int C>
+void DotTileFp8(const float* x, size_t k, const uint8_t* codes, const float* scales, size_t scale_stride,
+                size_t block_cols, const float* bias, float* y, size_t ldy) {
+  __m512 acc[R][C];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  // One step: 16 columns from i, each row's weights times its scale vector.
+  const auto step = [&](size_t i, const __m512 (&scale)[C]) __attribute__((always_inline)) {
+    const __mmask16 mask = Mask16(k - i);
+    if (i % 64 == 0) {
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) _mm_prefetch(reinterpret_cast<const char*>(codes + c * k + i) + 1024, _MM_HINT_T0);
+    }
+    __m512 xv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, x + r * k + i);
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      const __m512 w = _mm512_mul_ps(DecodeFp8x16(codes + c * k + i, mask), scale[c]);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(w, xv[r], acc[r][c]);
+    }
+  };
+  __m512 scale[C];
+  if (block_cols % 16 == 0) {  // each step inside one scale block: the scales once per block
+    for (size_t b0 = 0, block = 0; b0 < k; b0 += block_cols, ++block) {
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) scale[c] = _mm512_set1_ps(scales[c * scale_stride + block] * 256.0f);
+      const size_t b1 = k - b0 < block_cols ? k : b0 + block_cols;
+      for (size_t i = b0; i < b1; i += 16) step(i, scale);
+    }
+  } else {  // a block boundary may fall inside a step: per-lane scales
+    for (size_t i = 0; i < k; i += 16) {
+      for (int c = 0; c < C; ++c) {
+        alignas(64) float lanes[16];
+        for (size_t l = 0; l < 16; ++l) lanes[l] = i + l < k ? scales[c * scale_stride + (i + l) / block_cols] * 256.0f : 0.0f;
+        scale[c] = _mm512_load_ps(lanes);
+      }
+      step(i, scale);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) y[r * ldy + c] = Finish(acc[r][c], bias, c);
+  }
+}
+
+template <int R>
+void DotFp8(const float* x, size_t k, const uint8_t* codes, const float* scales, size_t scale_stride, size_t block_cols,
+            size_t n_begin, size_t n_end, const float* bias, float* y, size_t ldy) {
+  size_t j = n_begin;
+  for (; j + kDotCols <= n_end; j += kDotCols) {
+    DotTileFp8<R, kDotCols>(x, k, codes + j * k, scales + j * scale_stride, scale_stride, block_cols,
+                            bias ? bias + j : nullptr, y + j, ldy);
+  }
+  for (; j < n_end; ++j) {
+    DotTileFp8<R, 1>(x, k, codes + j * k, scales + j * scale_stride, scale_stride, block_cols, bias ? bias + j : nullptr,
+                     y + j, ldy);
+  }
+}
+
+void MatmulFp8Dot(const float* x, size_t m, size_t k, const uint8_t* codes, const float* scales, size_t scale_stride,
+                  size_t block_cols, size_t n_begin, size_t n_end, const float* bias, float* y, size_t ldy) {
+  if (n_begin >= n_end) return;
+  switch (m) {
+    case 1: return DotFp8<1>(x, k, codes, scales, scale_stride, block_cols, n_begin, n_end, bias, y, ldy);
+    case 2: return DotFp8<2>(x, k, codes, scales, scale_stride, block_cols, n_begin, n_end, bias, y, ldy);
+    case 3: return DotFp8<3>(x, k, codes, scales, scale_stride, block_cols, n_begin, n_end, bias, y, ldy);
+    case 4: return DotFp8<4>(x, k, codes, scales, scale_stride, block_cols, n_begin, n_end, bias, y, ldy);
+    default: TESSERA_CHECK(m <= 4);
+  }
+}
+
 // ---- entry points -------------------------------------------------------------------------------
 
 // BF16, F16 and F32 weights (W: the loader).
@@ -774,6 +863,8 @@ void FillAvx512Matmul(KernelTable& t) {
   t.matmul_f32 = MatmulDense<F32Weights>;
   t.matmul_f32_isa = "avx512";
   t.matmul_mxfp4 = MatmulMxfp4;
+  t.matmul_fp8_dot = MatmulFp8Dot;
+  t.matmul_fp8_dot_isa = "avx512";
   t.matmul_mxfp4_isa = "avx512";
 }
 

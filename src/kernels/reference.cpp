@@ -361,6 +361,8 @@ void FillReferenceKernels(KernelTable& t) {
   t.matmul_f32_isa = "scalar";
   t.matmul_mxfp4 = MatmulMxfp4;
   t.matmul_mxfp4_isa = "scalar";
+  t.matmul_fp8_dot = nullptr;  // fp8 rows: decode_fp8_row, then matmul_f32
+  t.matmul_fp8_dot_isa = "decode + matmul_f32";
   t.rope_apply = RopeApply;
   t.rope_apply_isa = "scalar";
   t.gather_reduce = GatherReduce;

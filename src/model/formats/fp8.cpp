@@ -53,16 +53,21 @@ class Fp8Linear final : public LinearWeights {
                 const float* bias, float* y, size_t ldy) const override {
     const KernelTable& kt = ActiveKernels();
     const size_t k = static_cast<size_t>(cols());
+    const size_t first = static_cast<size_t>(matrix * rows());
+    if (kt.matmul_fp8_dot != nullptr && m <= 4) {  // decode: the fused kernel, the same bits
+      kt.matmul_fp8_dot(x, m, k, codes_.data() + first * k, &scales_[first * scale_cols_], scale_cols_, block_cols_,
+                        col_begin, col_end, bias, y, ldy);
+      return;
+    }
     // Rows decoded per matmul_f32 call: few for decode (their floats stay in L1/L2 between the
     // decode and the multiply), more for prefill (the GEMM path packs panels per call).
     const size_t chunk = m <= 9 ? 8 : 64;
     thread_local std::vector<float> decoded;  // not the kernels' scratch: matmul_f32 uses that
     if (decoded.size() < chunk * k) decoded.resize(chunk * k);
-    const size_t first_row = static_cast<size_t>(matrix * rows());
     for (size_t j0 = col_begin; j0 < col_end; j0 += chunk) {
       const size_t n = col_end - j0 < chunk ? col_end - j0 : chunk;
       for (size_t r = 0; r < n; ++r) {
-        const size_t row = first_row + j0 + r;
+        const size_t row = first + j0 + r;
         kt.decode_fp8_row(codes_.data() + row * k, &scales_[row * scale_cols_], block_cols_, k, &decoded[r * k]);
       }
       kt.matmul_f32(x, m, k, decoded.data(), 0, n, bias ? bias + j0 : nullptr, y + j0, ldy);

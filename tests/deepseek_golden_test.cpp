@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <fstream>
 #include <functional>
 
@@ -86,6 +87,34 @@ TEST_P(DeepseekGolden, NaiveFormAgreesWithAbsorbed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, DeepseekGolden, ::testing::Values("v2_a", "v2_b", "v3_a", "v3_b", "v3_long", "v3_fp8"));
+
+// What the server relies on, over the latent cache: sequences decoded together in one
+// ForwardBatch get the bits each gets alone, and a prefix copied from another sequence's cache
+// (prompt sharing) continues bit for bit.
+TEST(DeepseekBatch, BatchedSequencesAndCopiedPrefixesKeepTheirBits) {
+  const auto model = Model::Load(kDir + "v3_a");
+  const std::vector<int32_t> seq = LoadModelGolden(kDir + "v3_a").sequence();
+  const std::span<const int32_t> all(seq);
+  const int64_t V = model->vocab_size();
+  for (KvType type : {KvType::kF32, KvType::kInt8}) {
+    KvCache alone(model->cache_config(), 64, type), other(model->cache_config(), 64, type);
+    std::vector<float> want, want_other;
+    model->Forward(all.first(40), 0, alone, LogitsMode::kAll, want);
+    model->Forward(all.subspan(10, 20), 0, other, LogitsMode::kAll, want_other);
+    KvCache b1(model->cache_config(), 64, type), b2(model->cache_config(), 64, type);
+    std::vector<float> got1, got2;
+    const ForwardSequence batch[] = {{all.first(40), 0, &b1, LogitsMode::kAll, &got1},
+                                     {all.subspan(10, 20), 0, &b2, LogitsMode::kAll, &got2}};
+    model->ForwardBatch(batch);
+    EXPECT_EQ(got1, want) << KvTypeName(type);
+    EXPECT_EQ(got2, want_other) << KvTypeName(type);
+    KvCache shared(model->cache_config(), 64, type);
+    shared.CopyPrefixFrom(alone, 25);
+    std::vector<float> rest;
+    model->Forward(all.subspan(25, 15), 25, shared, LogitsMode::kAll, rest);
+    EXPECT_TRUE(std::equal(rest.begin(), rest.end(), want.begin() + 25 * V)) << KvTypeName(type);
+  }
+}
 
 // The latent cache holds kv_lora_rank + qk_rope_head_dim values per position and layer, shared by
 // every head (deepseek.md §4): 40 floats here against 4 heads x (24 + 16) for per-head K and V.

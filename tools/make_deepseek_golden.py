@@ -102,8 +102,10 @@ import tempfile
 import numpy as np
 import torch
 import transformers
+
+from golden_generation import greedy_and_logits
 from safetensors.torch import load_file, save_file
-from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+from transformers import AutoConfig, AutoModelForCausalLM
 
 assert transformers.__version__ == "4.57.1", transformers.__version__
 torch.set_num_threads(1)
@@ -583,25 +585,7 @@ def build(m):
     V, P = m["config"]["vocab_size"], m["prompt"]
     prompt = torch.randint(2, V, (1, P), generator=gen)  # no bos (0) or eos (1) in the prompt
     with torch.no_grad():
-        gc = GenerationConfig(do_sample=False, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                              eos_token_id=EOS, bos_token_id=BOS, pad_token_id=EOS)
-        res = model.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=gc,
-                             return_dict_in_generate=True, output_logits=True)
-        seq = res.sequences
-        assert seq.shape[1] == P + NEW_TOKENS
-        greedy = seq[0, P:]
-        logits = model(seq, use_cache=False).logits[0].float()
-        # (b) generate (KV cache) agrees with the plain forward pass; min_new_tokens never had to
-        # suppress eos (the raw argmax is the token taken)
-        fwd_pick = logits[P - 1:-1].argmax(-1)
-        if not torch.equal(fwd_pick, greedy):
-            raise AssertionError(f"{m['name']}: generate() and the forward pass disagree:\n{greedy.tolist()}\n{fwd_pick.tolist()}")
-        gen_logits = torch.cat(list(res.logits), 0)
-        assert torch.equal(gen_logits.argmax(-1), greedy)
-        assert EOS not in greedy.tolist(), f"{m['name']}: greedy continuation hits eos"
-        cache_err = float((gen_logits - logits[P - 1:-1]).abs().max())
-        top2 = torch.topk(logits[P - 1:-1], 2, -1).values
-        margins = (top2[:, 0] - top2[:, 1]).tolist()
+        seq, greedy, logits, cache_err, margins = greedy_and_logits(model, prompt, NEW_TOKENS, {EOS}, BOS, m["name"])
         # the V2 patch must matter from position 1 on and not at position 0
         patch_effect = None
         if v2:

@@ -86,7 +86,9 @@ import numpy as np
 import torch
 import transformers
 from safetensors.torch import save_file
-from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from golden_generation import greedy_and_logits
 
 assert transformers.__version__ == "4.57.1", transformers.__version__
 torch.set_num_threads(1)
@@ -478,25 +480,7 @@ def build(m):
     prompt = torch.randint(0, V, (1, P), generator=gen)
     eos = eos_set(m)
     with torch.no_grad():
-        gc = GenerationConfig(do_sample=False, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                              eos_token_id=sorted(eos), bos_token_id=m["generation"]["bos_token_id"],
-                              pad_token_id=sorted(eos)[0])
-        res = model.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=gc, return_dict_in_generate=True, output_logits=True)
-        seq = res.sequences
-        assert seq.shape[1] == P + NEW_TOKENS
-        greedy = seq[0, P:]
-        logits = model(seq, use_cache=False).logits[0].float()
-        # (b) generate (KV cache) agrees with the plain forward pass, and min_new_tokens never
-        # had to suppress an eos (the raw argmax is the token taken).
-        fwd_pick = logits[P - 1:-1].argmax(-1)
-        if not torch.equal(fwd_pick, greedy):
-            raise AssertionError(f"generate() and the forward pass disagree:\n{greedy.tolist()}\n{fwd_pick.tolist()}")
-        gen_logits = torch.cat([l for l in res.logits], 0)
-        assert torch.equal(gen_logits.argmax(-1), greedy)
-        assert not (set(greedy.tolist()) & eos), "greedy continuation hits an eos id"
-        cache_err = float((gen_logits - logits[P - 1:-1]).abs().max())
-        top2 = torch.topk(logits[P - 1:-1], 2, -1).values
-        margins = (top2[:, 0] - top2[:, 1]).tolist()
+        seq, greedy, logits, cache_err, margins = greedy_and_logits(model, prompt, NEW_TOKENS, eos, m["generation"]["bos_token_id"], m["name"])
         logits = logits.numpy()
         # (a) independent float64 reference from the config.json as written
         ref, router_gap = reference_forward(disk, weights, seq[0])

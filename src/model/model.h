@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "model/layers.h"
@@ -218,7 +219,8 @@ class Model {
   std::optional<Int4Scheme> int4_;  // the checkpoint's int4 modules (quant_scheme.h), if any
   std::optional<SparseScheme> sparse_;  // its N:M sparse modules (sparse_scheme.h), if any
   std::optional<Fp8Scheme> fp8_;        // its FP8 block-scaled modules (DeepSeek-V3), if any
-  const uint8_t* embed_ = nullptr;  // [V, H] in embed_dtype_, in the mapping
+  const uint8_t* embed_ = nullptr;  // [V, H] in embed_dtype_: embed_copy_'s bytes
+  ByteBuffer embed_copy_;
   DType embed_dtype_ = DType::kBF16;
   std::unique_ptr<LinearWeights> lm_head_;  // [V or V / P, H]
   std::vector<float> final_norm_;           // [H]

@@ -8,6 +8,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/thread_pool.h"
 #include "io/model_dir.h"
 #include "kernels/mxfp4.h"
 #include "kernels/nm_linear.h"
@@ -177,12 +179,25 @@ void Model::LoadWeights() {
 
   const std::string embed_name = "model.embed_tokens.weight";
   const TensorView embed = view(embed_name);
-  embed_ = embed.data;
+  // The embedding table in memory of its own (huge pages where the kernel gives them), the mapped
+  // pages released: decode reads one row per token, and a row of a mapping whose pages the page
+  // cache has dropped (a checkpoint larger than the free memory) faults in from disk, milliseconds
+  // per token (docs/BENCHMARKS.md, DeepSeek-V2-Lite). A tied lm_head reads this copy.
+  embed_copy_ = ByteBuffer(embed.nbytes());
+  constexpr size_t kCopyChunk = size_t{1} << 22;
+  GlobalPool().ParallelFor((embed.nbytes() + kCopyChunk - 1) / kCopyChunk, 1, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      const size_t at = i * kCopyChunk, n = std::min<size_t>(kCopyChunk, embed.nbytes() - at);
+      std::memcpy(embed_copy_.data() + at, embed.data + at, n);
+    }
+  });
+  ReleaseMappedRange(embed.data, embed.nbytes());
+  embed_ = embed_copy_.data();
   embed_dtype_ = embed.dtype();
   {
-    // Vocabulary-parallel lm_head rows; tied, it is the embedding table, which stays mapped.
+    // Vocabulary-parallel lm_head rows; tied, they are the embedding table's copy (borrowed).
     LinearSource s = c.tie_word_embeddings
-                         ? LinearSource::Tensor(embed_name, embed.dtype(), embed.data, 1, V, H, r * nv_, nv_ == V ? -1 : nv_)
+                         ? LinearSource::Tensor(embed_name, embed.dtype(), embed_, 1, V, H, r * nv_, nv_ == V ? -1 : nv_)
                          : matrix("lm_head", r * nv_, nv_ == V ? -1 : nv_);
     s.shared = c.tie_word_embeddings;
     lm_head_ = load(s, LinearPolicy{fast, int8, options_.sparse_kernels}, c.tie_word_embeddings);

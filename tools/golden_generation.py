@@ -1,0 +1,37 @@
+"""Greedy continuation and one-pass logits of a transformers model, with the checks every golden
+script makes (imported by make_dense_golden.py and make_deepseek_golden.py).
+
+greedy_and_logits(model, prompt, new_tokens, eos_ids, bos_id, label) runs
+model.generate(do_sample=False, min_new_tokens = max_new_tokens = new_tokens) with the KV cache,
+then ONE forward pass (use_cache=False) over prompt + continuation, and checks that (b) the
+cached generation picks the argmax of the plain forward pass at every step (so min_new_tokens
+never had to suppress an eos) and that no greedy token is an eos id. Returns
+(sequence [1, T], greedy [new_tokens], logits [T, vocab] float32, cache_err = max |generate's
+logits - the forward pass's| over the continuation, margins = top-1 minus top-2 logit per step).
+"""
+import torch
+from transformers import GenerationConfig
+
+
+def greedy_and_logits(model, prompt, new_tokens, eos_ids, bos_id, label):
+    eos = sorted(eos_ids)
+    P = prompt.shape[1]
+    with torch.no_grad():
+        gc = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                              eos_token_id=eos, bos_token_id=bos_id, pad_token_id=eos[0])
+        res = model.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=gc,
+                             return_dict_in_generate=True, output_logits=True)
+        seq = res.sequences
+        assert seq.shape[1] == P + new_tokens
+        greedy = seq[0, P:]
+        logits = model(seq, use_cache=False).logits[0].float()
+    fwd_pick = logits[P - 1:-1].argmax(-1)
+    if not torch.equal(fwd_pick, greedy):
+        raise AssertionError(f"{label}: generate() and the forward pass disagree:\n{greedy.tolist()}\n{fwd_pick.tolist()}")
+    gen_logits = torch.cat(list(res.logits), 0)
+    assert torch.equal(gen_logits.argmax(-1), greedy)
+    assert not (set(greedy.tolist()) & set(eos)), f"{label}: greedy continuation hits an eos id"
+    cache_err = float((gen_logits - logits[P - 1:-1]).abs().max())
+    top2 = torch.topk(logits[P - 1:-1], 2, -1).values
+    margins = (top2[:, 0] - top2[:, 1]).tolist()
+    return seq, greedy, logits, cache_err, margins

@@ -210,7 +210,10 @@ LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& 
     if (source.dtype == DType::kBF16 || source.nm_bitmask) return LinearFormat::kNmBf16;
   }
   if (source.mxfp4) return policy.fast ? LinearFormat::kMxfp4Q8 : LinearFormat::kMxfp4;
-  if (source.dtype == DType::kF8E4M3) return LinearFormat::kFp8;  // both paths (no int8 form yet)
+  if (source.dtype == DType::kF8E4M3) {  // as stored, or requantized per row under --dense int8
+    return policy.fast && policy.dense_int8 && source.cols % static_cast<int64_t>(kQ8Block) == 0 ? LinearFormat::kInt8
+                                                                                                  : LinearFormat::kFp8;
+  }
   if (source.int4()) {
     const Int4Stored& t = source.int4_tensors.front();
     return policy.fast && Int4Q8Ok(static_cast<size_t>(source.cols), static_cast<size_t>(t.group)) ? LinearFormat::kInt4Q8

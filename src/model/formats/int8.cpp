@@ -1,8 +1,11 @@
 // int8 rows: each weight row quantized symmetrically to int8 with one float scale (kernels/q8.h
 // layout, 16-row interleaved groups), multiplied against q8 activations (matmul_q8_int8). Made at
-// load from a bf16 / f16 / f32 source, which is then released; fast path only (its accuracy cost
-// is in docs/ACCURACY.md).
+// load from a bf16 / f16 / f32 source, or an fp8 one (DeepSeek-V3's block-scaled e4m3fn rows,
+// dequantized exactly first), which is then released; fast path only (its accuracy cost is in
+// docs/ACCURACY.md).
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/buffer.h"
@@ -33,12 +36,25 @@ class Int8Linear final : public LinearWeights {
     const size_t groups = scale_stride_ / kQ8Group, tasks = groups * static_cast<size_t>(count());
     std::vector<int64_t> bad(tasks, -1);
     const size_t elem = DTypeSize(source.dtype);
+    const bool fp8 = source.dtype == DType::kF8E4M3;
+    const size_t block_cols = static_cast<size_t>(source.fp8_block_cols);
+    const size_t scale_cols = fp8 ? (k + block_cols - 1) / block_cols : 0;
     GlobalPool().ParallelFor(tasks, 16, [&](size_t begin, size_t end) {
-      std::vector<float> rows_f32(kQ8Group * k);
+      std::vector<float> rows_f32(kQ8Group * k), scales(scale_cols);
       for (size_t task = begin; task < end; ++task) {
         const size_t e = task / groups, r0 = task % groups * kQ8Group, nr = std::min(kQ8Group, n - r0);
         for (size_t r = 0; r < nr; ++r) {
           const uint8_t* row = source.row_data[e * n + r0 + r];
+          if (fp8) {
+            // The exact dequantized row; a NaN code (which the vector decoders do not flag) or
+            // scale makes the row NaN, refused below.
+            std::memcpy(scales.data(), source.row_scales[e * n + r0 + r], scale_cols * sizeof(float));
+            ActiveKernels().decode_fp8_row(row, scales.data(), block_cols, k, &rows_f32[r * k]);
+            for (size_t c = 0; c < k; ++c) {
+              if ((row[c] & 0x7f) == 0x7f) rows_f32[r * k + c] = std::numeric_limits<float>::quiet_NaN();
+            }
+            continue;
+          }
           for (size_t c = 0; c < k; ++c) rows_f32[r * k + c] = ElementToF32(source.dtype, row + c * elem);
         }
         size_t bad_row = 0;

@@ -71,7 +71,8 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
   // Prefill of one sequence the ranks can split evenly runs sequence-parallel (each rank keeps
   // T / P token rows of the residual stream between the fused collectives); decode, uneven and
   // batched calls keep every row on every rank.
-  const bool sp = P > 1 && rows_of.size() == 1 && T % P == 0 && T >= 2 * P;
+  // (DeepSeek's MLA projects and attends on replicated rows: its latent rows are every rank's.)
+  const bool sp = P > 1 && rows_of.size() == 1 && T % P == 0 && T >= 2 * P && arch_->attention != AttentionKind::kMla;
   const int64_t row0 = sp ? tp_rank_ * (T / P) : 0, own = sp ? T / P : T;
 
   // The batch's token ids in row order (sequences without tokens contribute none).

@@ -96,7 +96,6 @@ std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& 
   }
   if (model->arch_->attention == AttentionKind::kMla) {
     model->mla_ = MlaDimsOf(c, config_path);
-    if (P > 1) Fail(config_path, ": tensor parallelism is not supported for ", c.model_type, " (MLA) yet");
   }
   model->tp_rank_ = static_cast<int>(r);
   model->tp_size_ = static_cast<int>(P);
@@ -271,9 +270,11 @@ void Model::LoadWeights() {
     M.topk_groups = c.topk_group;
     M.routed_scale = static_cast<float>(c.routed_scaling_factor);
     if (plan.shared_intermediate > 0) {
+      // Split over the ranks like a dense MLP (its units' gate/up rows, down's columns).
+      const auto [s0, ns] = units(plan.shared_intermediate, P > 1);
       auto name_of = [&](int64_t, const char* proj) { return StrCat(p, "mlp.shared_experts.", proj); };
-      M.shared.gate_up = load(gate_up(1, name_of, 0, plan.shared_intermediate), policy);
-      M.shared.down = load(matrix(p + "mlp.shared_experts.down_proj"), policy);
+      M.shared.gate_up = load(gate_up(1, name_of, s0, ns), policy);
+      M.shared.down = load(matrix(p + "mlp.shared_experts.down_proj", 0, -1, s0, ns), policy);
     }
     const auto [i0, ni] = units(I, tensor_experts);
     if (arch.experts == ExpertLayout::kPerExpert) {
@@ -319,23 +320,26 @@ void Model::LoadWeights() {
 void Model::LoadLatentAttention(const std::string& p, const LinearPolicy& policy, AttentionWeights& A) {
   const WeightStore& store = store_;
   const MlaDims& m = mla_;
-  auto load = [&](const std::string& module) {
-    const LinearSource source = ModuleSource(store, int4_, module, 0, -1, 0, -1, sparse_, fp8_);
+  // Tensor parallelism: this rank's heads [q0, q0 + nq_) — their query rows, kv_b rows and o_proj
+  // columns —; the latent projection (and so the latent cache) is every rank's.
+  const int64_t q0 = tp_rank_ * nq_, qk = m.nope + m.rope, per_head = m.nope + m.value;
+  auto load = [&](const std::string& module, int64_t row0 = 0, int64_t rows = -1, int64_t col0 = 0, int64_t cols = -1) {
+    const LinearSource source = ModuleSource(store, int4_, module, row0, rows, col0, cols, sparse_, fp8_);
     return LoadLinear(source, ChooseLinearFormat(source, policy), path_);
   };
   if (m.q_lora > 0) {
     A.q_a = load(p + "self_attn.q_a_proj");
     A.q_a_norm = ToF32(store.Get(p + "self_attn.q_a_layernorm.weight"));
-    A.q = load(p + "self_attn.q_b_proj");
+    A.q = load(p + "self_attn.q_b_proj", q0 * qk, nq_ * qk);
   } else {
-    A.q = load(p + "self_attn.q_proj");
+    A.q = load(p + "self_attn.q_proj", q0 * qk, nq_ * qk);
   }
   A.kv_a = load(p + "self_attn.kv_a_proj_with_mqa");
   A.kv_a_norm = ToF32(store.Get(p + "self_attn.kv_a_layernorm.weight"));
-  A.o = load(p + "self_attn.o_proj");
+  A.o = load(p + "self_attn.o_proj", 0, -1, q0 * m.value, nq_ * m.value);
   A.sinks.assign(static_cast<size_t>(nq_), -std::numeric_limits<float>::infinity());
   if (options_.mla == MlaForm::kNaive) {
-    A.kv_b = load(p + "self_attn.kv_b_proj");
+    A.kv_b = load(p + "self_attn.kv_b_proj", q0 * per_head, nq_ * per_head);
     return;
   }
   // kv_b_proj [nq (P + Vd), C]: head h's key rows (W_UK_h [P, C]) then its value rows (W_UV_h
@@ -343,12 +347,13 @@ void Model::LoadLatentAttention(const std::string& p, const LinearPolicy& policy
   const std::string kv_b = p + "self_attn.kv_b_proj.weight";
   const TensorView stored = store.Get(kv_b);
   const size_t elem = DTypeSize(stored.dtype());
-  const int64_t per_head = m.nope + m.value, C = m.latent;
+  const int64_t C = m.latent;
   std::vector<uint8_t> transposed(static_cast<size_t>(nq_ * C * m.nope) * elem);
   for (int64_t h = 0; h < nq_; ++h) {
     for (int64_t c = 0; c < C; ++c) {
       for (int64_t d = 0; d < m.nope; ++d) {
-        std::memcpy(&transposed[((h * C + c) * m.nope + d) * elem], stored.data + ((h * per_head + d) * C + c) * elem, elem);
+        std::memcpy(&transposed[((h * C + c) * m.nope + d) * elem],
+                    stored.data + (((q0 + h) * per_head + d) * C + c) * elem, elem);
       }
     }
   }
@@ -370,7 +375,7 @@ void Model::LoadLatentAttention(const std::string& p, const LinearPolicy& policy
     for (int64_t h = 0; h < nq_; ++h) {
       for (int64_t c = 0; c < C; ++c) {
         for (int64_t b = 0; b < per_row; ++b) {
-          const int64_t stored_block_row = (h * per_head) / block_rows + b;
+          const int64_t stored_block_row = ((q0 + h) * per_head) / block_rows + b;
           float s;
           std::memcpy(&s, scales.data + (stored_block_row * scale_cols + c / block_cols) * sizeof(float), sizeof(float));
           key_scales[static_cast<size_t>((h * C + c) * per_row + b)] = s;
@@ -391,7 +396,7 @@ void Model::LoadLatentAttention(const std::string& p, const LinearPolicy& policy
   values.cols = C;
   for (int64_t h = 0; h < nq_; ++h) {
     for (int64_t r = 0; r < m.value; ++r) {
-      const int64_t row = h * per_head + m.nope + r;
+      const int64_t row = (q0 + h) * per_head + m.nope + r;
       values.row_data.push_back(stored.data + (row * C) * elem);
       if (fp8) values.row_scales.push_back(scales.data + (row / fp8_->block_rows) * scales.shape()[1] * sizeof(float));
     }

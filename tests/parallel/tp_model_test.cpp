@@ -149,6 +149,30 @@ TEST_F(TpModelTest, DenseFamiliesMatchOneProcess) {
   }
 }
 
+// DeepSeek-V2/V3 (tests/data/deepseek_golden, issue 29 point 6): MLA heads split (their query
+// rows, kv_b rows and o_proj columns), the latent projection and cache on every rank, experts
+// and shared experts as tensor slices, the dense first layer as a dense MLP; exact within 1e-4 and
+// the same greedy tokens; FP8 rows sliced in whole blocks.
+TEST_F(TpModelTest, DeepseekMatchesOneProcess) {
+  const int P = World().size();
+  const std::string dir = std::string(TESSERA_TEST_DATA) + "/deepseek_golden/";
+  for (const char* name : {"v2_a", "v2_b", "v3_a", "v3_fp8"}) {
+    for (MlaForm form : {MlaForm::kAbsorbed, MlaForm::kNaive}) {
+      SCOPED_TRACE(std::string(name) + (form == MlaForm::kNaive ? " naive" : " absorbed"));
+      ModelOptions options{Precision::kExact, DenseWeights::kBf16, nullptr};
+      options.mla = form;
+      const auto one = Model::Load(dir + name, options);
+      if (!Splits(one->config(), P, TpExperts::kTensor)) continue;
+      options.tp = MakeTensorParallelGroup(P);
+      const auto tp = Model::Load(dir + name, options);
+      std::ifstream in(dir + name + "/golden.json");
+      const auto golden = nlohmann::json::parse(in);
+      const std::vector<int32_t> prompt = golden.at("prompt_ids").get<std::vector<int32_t>>();
+      ExpectSameAsOneProcess(*one, *tp, prompt, prompt.size() / (2 * P) * (2 * P), Precision::kExact);
+    }
+  }
+}
+
 // int4 checkpoints (tests/data/int4: AutoAWQ GEMM and compressed-tensors, issue 16 point 6):
 // the column-parallel projections split their output rows, the row-parallel ones (o_proj,
 // down_proj) their input in whole quantization groups; the job equals one process (exact within

@@ -98,7 +98,7 @@ TEST_P(FamilyGolden, MatchesHuggingFace) {
 
 INSTANTIATE_TEST_SUITE_P(Tokenizer, FamilyGolden,
                          ::testing::Values("llama3", "qwen2", "qwen3", "mistral", "mistral_legacy", "flags", "misc",
-                                           "misc_bytelevel"));
+                                           "misc_bytelevel", "deepseek3"));
 
 TEST(TokenizerFamilies, TemplatesAndSpecialTokens) {
   const Tokenizer llama = Tokenizer::FromModelDir(FamilyDir("llama3"));

@@ -21,7 +21,8 @@ Outputs, for each variant V in VARIANTS:
       {"kind": "decode", "ids", "text", "text_skip"}: arbitrary id sequences (split
        characters, byte-fallback runs, special tokens anywhere).
 
-Variants: the four families (llama3, mistral, qwen2 (= Qwen2.5), qwen3), the legacy Mistral
+Variants: the four families (llama3, mistral, qwen2 (= Qwen2.5), qwen3), DeepSeek-V3's pipeline
+(deepseek3: its three isolating splits before ByteLevel, deepseek.md §8), the legacy Mistral
 form (Prepend/Replace normalizer, no pre-tokenizer), and two that exercise components the
 families do not use together: "flags" (Qwen pipeline plus added tokens with lstrip, rstrip,
 single_word and normalized: true) and "misc" (NFC + Replace normalizers, Digits and Metaspace
@@ -40,6 +41,7 @@ Usage: tools/.venv/bin/python tools/make_family_tokenizers.py   (tokenizers==0.2
 import json
 import os
 import random
+import sys
 
 import tokenizers
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -239,6 +241,37 @@ def misc_digits(corpus):
     return tok, {"eos_token": "<|endoftext|>"}, ["<|endoftext|>"], []
 
 
+# DeepSeek-V3 / R1 (deepseek.md §8, llama.cpp's DEEPSEEK3_LLM pre-tokenizer): three isolating
+# splits in order (digits in groups of up to three, runs of CJK ideographs and kana, then the
+# letter/punctuation/space pattern), then ByteLevel without its own regex or prefix space; BOS
+# added by the post-processor (add_bos_token); the fullwidth-bar special tokens.
+DS3_SPLITS = [r"\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+              r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+              r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"]
+DS3_SPECIALS = ["<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>",
+                "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"]
+DS3_PLAIN = ["<think>", "</think>"]
+
+
+def deepseek3(corpus):
+    tok = Tokenizer(models.BPE(ignore_merges=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(r), "isolated", invert=False) for r in DS3_SPLITS] +
+        [pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    trainer = trainers.BpeTrainer(vocab_size=1500, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(training_text(corpus), trainer)
+    tok.add_tokens([AddedToken(s, special=True, normalized=False) for s in DS3_SPECIALS])
+    tok.add_tokens([AddedToken(s, special=False, normalized=False) for s in DS3_PLAIN])
+    bos = tok.token_to_id(DS3_SPECIALS[0])
+    tok.post_processor = processors.TemplateProcessing(single=f"{DS3_SPECIALS[0]} $A",
+                                                       pair=f"{DS3_SPECIALS[0]} $A {DS3_SPECIALS[0]} $B",
+                                                       special_tokens=[(DS3_SPECIALS[0], bos)])
+    config = {"add_bos_token": True, "add_eos_token": False, "bos_token": DS3_SPECIALS[0], "eos_token": DS3_SPECIALS[1],
+              "model_max_length": 131072, "tokenizer_class": "LlamaTokenizerFast", "clean_up_tokenization_spaces": False}
+    return tok, config, DS3_SPECIALS, DS3_PLAIN
+
+
 VARIANTS = {
     "llama3": llama3,
     "qwen2": qwen(QWEN2_PLAIN),
@@ -248,6 +281,7 @@ VARIANTS = {
     "flags": flags,
     "misc": misc,
     "misc_bytelevel": misc_digits,
+    "deepseek3": deepseek3,
 }
 
 
@@ -261,7 +295,10 @@ def flag_texts():
 def main():
     corpus = load_corpus()
     rng = random.Random(1234)
+    only = sys.argv[1:]  # variant names: regenerate those alone (their random decode cases then differ)
     for name, build in VARIANTS.items():
+        if only and name not in only:
+            continue
         tok, config, specials, plain = build(corpus)
         d = os.path.join(OUT, name)
         os.makedirs(d, exist_ok=True)

@@ -36,17 +36,7 @@ class DeepseekGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeepseekGolden, PrefillLogitsMatchTransformers) {
   const auto model = Model::Load(kDir + GetParam());
-  const ModelGolden g = LoadModelGolden(kDir + GetParam());
-  const std::vector<int32_t> seq = g.sequence();
-  ASSERT_EQ(g.logits.shape[0], static_cast<int64_t>(seq.size()));
-  ASSERT_EQ(g.logits.shape[1], model->vocab_size());
-  KvCache cache(model->cache_config(), static_cast<int64_t>(seq.size()), KvType::kF32);
-  std::vector<float> logits;
-  model->Forward(seq, 0, cache, LogitsMode::kAll, logits);
-  const double err = RelativeToGolden(logits.data(), g.logits, 0, static_cast<int64_t>(seq.size()));
-  std::printf("%s (%s): max |logit - ref| / max |ref| = %.3g over %zu positions\n", GetParam().c_str(),
-              model->config().model_type.c_str(), err, seq.size());
-  EXPECT_LE(err, 1e-4);
+  EXPECT_LE(PrefillErrorAgainstGolden(*model, LoadModelGolden(kDir + GetParam()), GetParam()), 1e-4);
 }
 
 // Token by token through the latent cache (the absorbed decode) from the golden's prompt.
@@ -99,25 +89,12 @@ TEST_P(DeepseekGolden, FastPathStaysClose) {
   options.dense = DenseWeights::kInt8;
   const auto model = Model::Load(kDir + GetParam(), options);
   const ModelGolden g = LoadModelGolden(kDir + GetParam());
-  const std::vector<int32_t> seq = g.sequence();
-  const int64_t T = static_cast<int64_t>(seq.size()), V = model->vocab_size();
+  std::printf("%s: %s\n", GetParam().c_str(), model->LinearFormatsInUse().c_str());
   for (KvType type : {KvType::kBF16, KvType::kInt8}) {
-    KvCache cache(model->cache_config(), T, type);
-    std::vector<float> logits;
-    model->Forward(seq, 0, cache, LogitsMode::kAll, logits);
-    double max_kl = 0.0, sum_kl = 0.0;
-    int64_t agree = 0;
-    for (int64_t t = 0; t < T; ++t) {
-      const double kl = KlDivergence(&g.logits.data[t * V], &logits[t * V], V);
-      max_kl = std::max(max_kl, kl);
-      sum_kl += kl;
-      agree += ArgmaxOf(&g.logits.data[t * V], V) == ArgmaxOf(&logits[t * V], V);
-    }
-    std::printf("%s fast int8, %s KV: mean KL %.3g, max KL %.3g, top-1 agreement %.3f (%s)\n", GetParam().c_str(),
-                KvTypeName(type), sum_kl / T, max_kl, static_cast<double>(agree) / T, model->LinearFormatsInUse().c_str());
-    EXPECT_LE(sum_kl / T, sigmoid_router ? 0.05 : 0.01) << KvTypeName(type);
-    EXPECT_LE(max_kl, sigmoid_router ? 1.5 : 0.2) << KvTypeName(type);
-    EXPECT_GE(static_cast<double>(agree) / T, 0.9) << KvTypeName(type);
+    const GoldenDistance d = DistanceToGolden(*model, g, type, GetParam());
+    EXPECT_LE(d.mean_kl, sigmoid_router ? 0.05 : 0.01) << KvTypeName(type);
+    EXPECT_LE(d.max_kl, sigmoid_router ? 1.5 : 0.2) << KvTypeName(type);
+    EXPECT_GE(d.top1, 0.9) << KvTypeName(type);
   }
 }
 

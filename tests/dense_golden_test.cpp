@@ -29,27 +29,13 @@ const std::string kDir = std::string(TESSERA_TEST_DATA) + "/dense_golden/";
 
 using Golden = ModelGolden;
 Golden LoadGolden(const std::string& name) { return LoadModelGolden(kDir + name); }
-int32_t Argmax(const float* v, int64_t n) { return ArgmaxOf(v, n); }
-double RelativeError(const float* got, const NpyArray& ref, int64_t row0, int64_t rows) {
-  return RelativeToGolden(got, ref, row0, rows);
-}
 std::vector<int32_t> Sequence(const Golden& g) { return g.sequence(); }
 
 class DenseGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DenseGolden, PrefillLogitsMatchTransformers) {
   const auto model = Model::Load(kDir + GetParam());
-  const Golden g = LoadGolden(GetParam());
-  const std::vector<int32_t> seq = Sequence(g);
-  ASSERT_EQ(g.logits.shape[0], static_cast<int64_t>(seq.size()));
-  ASSERT_EQ(g.logits.shape[1], model->vocab_size());
-  KvCache cache(model->cache_config(), static_cast<int64_t>(seq.size()), KvType::kF32);
-  std::vector<float> logits;
-  model->Forward(seq, 0, cache, LogitsMode::kAll, logits);
-  const double err = RelativeError(logits.data(), g.logits, 0, static_cast<int64_t>(seq.size()));
-  std::printf("%s (%s): max |logit - ref| / max |ref| = %.3g over %zu positions\n", GetParam().c_str(),
-              model->config().model_type.c_str(), err, seq.size());
-  EXPECT_LE(err, 1e-4);
+  EXPECT_LE(PrefillErrorAgainstGolden(*model, LoadGolden(GetParam()), GetParam()), 1e-4);
 }
 
 TEST_P(DenseGolden, GreedyDecodeMatchesTransformers) {
@@ -81,27 +67,12 @@ TEST_P(DenseGolden, FastPathStaysClose) {
   options.dense = DenseWeights::kInt8;
   const auto model = Model::Load(kDir + GetParam(), options);
   const Golden g = LoadGolden(GetParam());
-  const std::vector<int32_t> seq = Sequence(g);
-  const int64_t T = static_cast<int64_t>(seq.size()), V = model->vocab_size();
   for (KvType type : {KvType::kBF16, KvType::kInt8}) {
-    KvCache cache(model->cache_config(), T, type);
-    std::vector<float> logits;
-    model->Forward(seq, 0, cache, LogitsMode::kAll, logits);
-    double max_kl = 0.0, sum_kl = 0.0;
-    int64_t agree = 0;
-    for (int64_t t = 0; t < T; ++t) {
-      const double kl = KlDivergence(&g.logits.data[t * V], &logits[t * V], V);
-      max_kl = std::max(max_kl, kl);
-      sum_kl += kl;
-      agree += Argmax(&g.logits.data[t * V], V) == Argmax(&logits[t * V], V);
-    }
-    const double mean_kl = sum_kl / T, top1 = static_cast<double>(agree) / T;
-    std::printf("%s fast int8, %s KV: mean KL %.3g, max KL %.3g, top-1 agreement %.3f\n", GetParam().c_str(),
-                KvTypeName(type), mean_kl, max_kl, top1);
+    const GoldenDistance d = DistanceToGolden(*model, g, type, GetParam());
     const bool moe = model->config().model_type == "qwen3_moe";
-    EXPECT_LE(mean_kl, 0.01) << KvTypeName(type);
-    EXPECT_LE(max_kl, moe ? 0.2 : 0.02) << KvTypeName(type);
-    EXPECT_GE(top1, 0.9) << KvTypeName(type);
+    EXPECT_LE(d.mean_kl, 0.01) << KvTypeName(type);
+    EXPECT_LE(d.max_kl, moe ? 0.2 : 0.02) << KvTypeName(type);
+    EXPECT_GE(d.top1, 0.9) << KvTypeName(type);
   }
 }
 

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/model.h"
@@ -31,6 +33,46 @@ inline std::vector<int32_t> GreedyAgainstGolden(const Model& model, const ModelG
     model.Forward(token, P + static_cast<int64_t>(step), cache, LogitsMode::kLast, logits);
   }
   return generated;
+}
+
+// One prefill of the golden's whole sequence (prompt + greedy continuation) on an f32 cache: the
+// largest |logit - ref| relative to max |ref| over every position (printed with `label`).
+inline double PrefillErrorAgainstGolden(const Model& model, const ModelGolden& g, const std::string& label) {
+  const std::vector<int32_t> seq = g.sequence();
+  EXPECT_EQ(g.logits.shape[0], static_cast<int64_t>(seq.size()));
+  EXPECT_EQ(g.logits.shape[1], model.vocab_size());
+  KvCache cache(model.cache_config(), static_cast<int64_t>(seq.size()), KvType::kF32);
+  std::vector<float> logits;
+  model.Forward(seq, 0, cache, LogitsMode::kAll, logits);
+  const double err = RelativeToGolden(logits.data(), g.logits, 0, static_cast<int64_t>(seq.size()));
+  std::printf("%s (%s): max |logit - ref| / max |ref| = %.3g over %zu positions\n", label.c_str(),
+              model.config().model_type.c_str(), err, seq.size());
+  return err;
+}
+
+// The golden's sequence in one pass on a cache of `type`, against the golden logits: mean and
+// largest KL(ref || model) over the positions and the top-1 agreement (printed with `label`).
+struct GoldenDistance {
+  double mean_kl = 0.0, max_kl = 0.0, top1 = 0.0;
+};
+inline GoldenDistance DistanceToGolden(const Model& model, const ModelGolden& g, KvType type, const std::string& label) {
+  const std::vector<int32_t> seq = g.sequence();
+  const int64_t T = static_cast<int64_t>(seq.size()), V = model.vocab_size();
+  KvCache cache(model.cache_config(), T, type);
+  std::vector<float> logits;
+  model.Forward(seq, 0, cache, LogitsMode::kAll, logits);
+  GoldenDistance d;
+  int64_t agree = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const double kl = KlDivergence(&g.logits.data[t * V], &logits[t * V], V);
+    d.max_kl = std::max(d.max_kl, kl);
+    d.mean_kl += kl / static_cast<double>(T);
+    agree += ArgmaxOf(&g.logits.data[t * V], V) == ArgmaxOf(&logits[t * V], V);
+  }
+  d.top1 = static_cast<double>(agree) / static_cast<double>(T);
+  std::printf("%s fast int8, %s KV: mean KL %.3g, max KL %.3g, top-1 agreement %.3f\n", label.c_str(),
+              KvTypeName(type), d.mean_kl, d.max_kl, d.top1);
+  return d;
 }
 
 // The sequence through the cache in uneven chunks (1, 7, 2, 19 tokens, then the rest) gives the

@@ -13,6 +13,16 @@ import torch
 from transformers import GenerationConfig
 
 
+def check_reference(ref, logits, label):
+    """(a) of the golden scripts: the independent float64 forward pass `ref` agrees with
+    transformers' `logits` (both numpy) to 1e-5 * max|ref|; returns (max abs difference, max|ref|)."""
+    import numpy as np
+    ref_err = float(np.abs(ref - logits).max())
+    scale = float(np.abs(ref).max())
+    assert ref_err <= 1e-5 * scale, f"{label}: HF and the float64 reference differ by {ref_err} (max {scale})"
+    return ref_err, scale
+
+
 def greedy_and_logits(model, prompt, new_tokens, eos_ids, bos_id, label):
     eos = sorted(eos_ids)
     P = prompt.shape[1]

@@ -103,7 +103,7 @@ import numpy as np
 import torch
 import transformers
 
-from golden_generation import greedy_and_logits
+from golden_generation import check_reference, greedy_and_logits
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -608,9 +608,7 @@ def build(m):
         # (a) independent float64 reference (absorbed MLA) from the config.json as written
         ref, router_gap = reference_forward(disk, values, seq[0])
         ref = ref.numpy()
-        ref_err = float(np.abs(ref - logits).max())
-        scale = float(np.abs(ref).max())
-        assert ref_err <= 1e-5 * scale, f"{m['name']}: HF and the float64 reference differ by {ref_err} (max {scale})"
+        ref_err, scale = check_reference(ref, logits, m["name"])
         p = parse_config(disk)
         inv_ref, af_ref = rope_tables(p)
         rot = model.model.rotary_emb

@@ -56,6 +56,9 @@ DecodeByteModel DecodeBytesOf(const ModelConfig& config, const ModelOptions& opt
   double expert_bytes = 0.0;
   for (const TensorSpec& t : ModelTensorSpecs(config)) {
     const double numel = static_cast<double>(t.numel());
+    // A matrix as held: int8 rows with a scale each, or as stored (BF16; FP8 one byte).
+    const double held = int8 ? numel + 4.0 * static_cast<double>(t.shape[0])
+                              : (t.dtype == DType::kF8E4M3 ? 1.0 : 2.0) * numel;
     switch (t.kind) {
       case TensorKind::kEmbedding:
         m.per_token += static_cast<double>(t.shape[1] * 2);  // one BF16 row per token
@@ -64,7 +67,7 @@ DecodeByteModel DecodeBytesOf(const ModelConfig& config, const ModelOptions& opt
       case TensorKind::kLinearWeight:
       case TensorKind::kRouterWeight:
       case TensorKind::kLmHead:
-        m.shared += int8 ? numel + 4.0 * static_cast<double>(t.shape[0]) : 2.0 * numel;
+        m.shared += held;
         break;
       case TensorKind::kExpertBlocks:
       case TensorKind::kExpertScales:
@@ -72,7 +75,7 @@ DecodeByteModel DecodeBytesOf(const ModelConfig& config, const ModelOptions& opt
         expert_bytes += static_cast<double>(t.nbytes());
         break;
       case TensorKind::kExpertLinear:
-        expert_bytes += int8 ? numel + 4.0 * static_cast<double>(t.shape[0]) : 2.0 * numel;
+        expert_bytes += held;
         break;
       case TensorKind::kInt4Codes:
       case TensorKind::kInt4Zeros:
@@ -95,7 +98,11 @@ DecodeByteModel DecodeBytesOf(const ModelConfig& config, const ModelOptions& opt
       case TensorKind::kLinearBias:
       case TensorKind::kAttentionSinks:
       case TensorKind::kRouterBias:
+      case TensorKind::kRouterCorrectionBias:
         break;  // float32 copies of a few KB per layer, as Model::DecodeBytes leaves out
+      case TensorKind::kFp8Scales:  // one f32 per 128 x 128 block when held as fp8
+        if (!int8) (t.name.find(".experts.") != std::string::npos ? expert_bytes : m.shared) += static_cast<double>(t.nbytes());
+        break;
     }
   }
   if (m.layers > 0 && m.experts > 0) m.per_expert = expert_bytes / static_cast<double>(m.layers * m.experts);

@@ -22,7 +22,7 @@ void AttendInHeadTiles(const float* q, size_t q_stride, size_t heads, size_t d, 
     const size_t tile = heads - h0 < kMax ? heads - h0 : kMax;
     // Calls Run<..., tile> for the one index I with I + 1 == tile.
     [&]<size_t... I>(std::index_sequence<I...>) {
-      ((tile == I + 1 &&
+      (void)((tile == I + 1 &&
         (Tiles::template Run<kPartial, Elem, I + 1>(q + h0 * q_stride, q_stride, d, k_rows, v_rows, offset, n,
                                                     scale, kPartial ? nullptr : sinks + h0, scratch + h0 * n,
                                                     out + h0 * out_stride, out_stride),

@@ -316,7 +316,7 @@ struct Int4Codes {
   const float* scales;
   size_t meta_stride, blocks_per_group;
   __m512i nibble = _mm512_set1_epi8(0x0F);
-  __m512i offset[kDirectGroups];
+  __m512i offset[kDirectGroups] = {};
 
   template <int G>
   void Block(size_t b, __m512 (&s)[G]) {

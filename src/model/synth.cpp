@@ -469,6 +469,8 @@ SynthInit SynthInitFor(const TensorSpec& spec) {
     case TensorKind::kLinearBias:
     case TensorKind::kRouterBias:
     case TensorKind::kExpertBias: init.std = kSmallStd; break;
+    // DeepSeek-V3's choice-only router bias: comparable to the gaps between sigmoid scores.
+    case TensorKind::kRouterCorrectionBias: init.std = 0.1f; break;
     case TensorKind::kAttentionSinks: init.std = 1.0f; break;
     case TensorKind::kExpertBlocks: break;  // uniform random codes
     case TensorKind::kInt4Codes:            // uniform random codes

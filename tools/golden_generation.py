@@ -23,6 +23,20 @@ def check_reference(ref, logits, label):
     return ref_err, scale
 
 
+def golden_fields(prompt, greedy, margins, ref_err, cache_err, logits):
+    """The leading fields of every golden.json: the ids, the greedy margin and the cross-check
+    errors (insertion order is the file's order)."""
+    import numpy as np
+    return {
+        "prompt_ids": prompt[0].tolist(),
+        "greedy_ids": greedy.tolist(),
+        "min_greedy_margin": min(margins),
+        "max_abs_error_vs_float64_reference": ref_err,
+        "max_abs_error_generate_vs_forward": cache_err,
+        "max_abs_logit": float(np.abs(logits).max()),
+    }
+
+
 def greedy_and_logits(model, prompt, new_tokens, eos_ids, bos_id, label):
     eos = sorted(eos_ids)
     P = prompt.shape[1]

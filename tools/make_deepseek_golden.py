@@ -103,7 +103,7 @@ import numpy as np
 import torch
 import transformers
 
-from golden_generation import check_reference, greedy_and_logits
+from golden_generation import check_reference, golden_fields, greedy_and_logits
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -652,12 +652,7 @@ def build(m):
 
     np.save(os.path.join(out_dir, "logits.npy"), logits.astype(np.float32))
     golden = {
-        "prompt_ids": prompt[0].tolist(),
-        "greedy_ids": greedy.tolist(),
-        "min_greedy_margin": min(margins),
-        "max_abs_error_vs_float64_reference": ref_err,
-        "max_abs_error_generate_vs_forward": cache_err,
-        "max_abs_logit": float(np.abs(logits).max()),
+        **golden_fields(prompt, greedy, margins, ref_err, cache_err, logits),
         "model_type": m["config"]["model_type"],
         "architecture": m["config"]["architectures"][0],
         "weights_dtype": "float8_e4m3fn (linear) + bfloat16" if m.get("fp8") else m["dtype"],

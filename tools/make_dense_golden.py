@@ -88,7 +88,7 @@ import transformers
 from safetensors.torch import save_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from golden_generation import check_reference, greedy_and_logits
+from golden_generation import check_reference, golden_fields, greedy_and_logits
 
 assert transformers.__version__ == "4.57.1", transformers.__version__
 torch.set_num_threads(1)
@@ -513,12 +513,7 @@ def build(m):
 
     np.save(os.path.join(out_dir, "logits.npy"), logits.astype(np.float32))
     golden = {
-        "prompt_ids": prompt[0].tolist(),
-        "greedy_ids": greedy.tolist(),
-        "min_greedy_margin": min(margins),
-        "max_abs_error_vs_float64_reference": ref_err,
-        "max_abs_error_generate_vs_forward": cache_err,
-        "max_abs_logit": float(np.abs(logits).max()),
+        **golden_fields(prompt, greedy, margins, ref_err, cache_err, logits),
         "family": m["family"],
         "architecture": m["config"]["architectures"][0],
         "weights_dtype": m["dtype"],

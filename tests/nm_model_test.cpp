@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -29,15 +30,25 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kLlama = std::string(TESSERA_SOURCE_DIR) + "/models/tiny-llama";
 
-// The shipped Llama pruned once per process, in the three forms.
+// The shipped Llama pruned once per process, in the three forms (removed at exit, also when the
+// binary runs outside ctest's temporary directory).
 struct Pruned {
   fs::path root, dense24, bitmask24, dense48;
 };
+fs::path& PrunedRoot() {
+  static fs::path root;
+  return root;
+}
 const Pruned& PrunedModels() {
   static const Pruned p = [] {
     Pruned out;
     out.root = fs::path(::testing::TempDir()) / ("tessera_nm_model_" + std::to_string(::getpid()));
     fs::remove_all(out.root);
+    PrunedRoot() = out.root;
+    std::atexit([] {
+      std::error_code ignored;
+      fs::remove_all(PrunedRoot(), ignored);
+    });
     out.dense24 = out.root / "dense24", out.bitmask24 = out.root / "bitmask24", out.dense48 = out.root / "dense48";
     SparsifyOptions o;
     SparsifyCheckpoint(kLlama, out.dense24.string(), o);

@@ -39,6 +39,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "kernels/fp8_avx512.h"
 #include "kernels/kernels.h"
 #include "kernels/scratch.h"
 #include "kernels/matmul_fill.h"
@@ -702,12 +703,6 @@ void BiasOnly(size_t m, size_t n_begin, size_t n_end, const float* bias, float* 
 
 // ---- FP8 rows (kernels.h matmul_fp8_dot) -------------------------------------------------------
 
-// 16 e4m3fn codes (masked lanes 0) to their values / 256, as fp8_avx512.cpp decodes them.
-inline __m512 DecodeFp8x16(const uint8_t* p, __mmask16 mask) {
-  const __m256i words = _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(mask, p)), 7);
-  return _mm512_cvtph_ps(_mm256_and_si256(words, _mm256_set1_epi16(static_cast<short>(0xbf80))));
-}
-
 // R rows of x against C FP8 weight rows (codes row c at codes + c k, its scales at
 // scales + c scale_stride): each step's 16 weights decoded and scaled exactly as decode_fp8_row
 // gives them, then the FMAs of DotSteps over F32 weights in the same order and the same Finish,
@@ -748,11 +743,7 @@ void DotTileFp8(const float* x, size_t k, const uint8_t* codes, const float* sca
     }
   } else {  // a block boundary may fall inside a step: per-lane scales
     for (size_t i = 0; i < k; i += 16) {
-      for (int c = 0; c < C; ++c) {
-        alignas(64) float lanes[16];
-        for (size_t l = 0; l < 16; ++l) lanes[l] = i + l < k ? scales[c * scale_stride + (i + l) / block_cols] * 256.0f : 0.0f;
-        scale[c] = _mm512_load_ps(lanes);
-      }
+      for (int c = 0; c < C; ++c) scale[c] = Fp8LaneScales(scales + c * scale_stride, block_cols, i, k);
       step(i, scale);
     }
   }

@@ -84,7 +84,11 @@ void MakeModelDir(const TempDir& dir, const std::string& variant, const std::fun
 ChatMessage MessageFromJson(const Json& j) {
   ChatMessage m;
   m.role = j.at("role").get<std::string>();
-  m.content = j.at("content").get<std::string>();
+  if (j.at("content").is_null()) {
+    m.content_null = true;
+  } else {
+    m.content = j["content"].get<std::string>();
+  }
   if (j.contains("reasoning_content")) m.reasoning = j["reasoning_content"].get<std::string>();
   if (j.contains("tool_calls")) m.tool_calls = j["tool_calls"];
   if (j.contains("tool_call_id")) m.tool_call_id = j["tool_call_id"].get<std::string>();
@@ -161,7 +165,9 @@ TEST_P(ChatGolden, MatchesTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ChatTemplate, ChatGolden, ::testing::Values("llama3.1", "mistral-v0.3", "qwen2.5", "qwen3"),
+INSTANTIATE_TEST_SUITE_P(ChatTemplate, ChatGolden,
+                         ::testing::Values("llama3.1", "mistral-v0.3", "qwen2.5", "qwen3", "deepseek-v2", "deepseek-v3",
+                                           "deepseek-r1"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name) {
@@ -173,7 +179,9 @@ INSTANTIATE_TEST_SUITE_P(ChatTemplate, ChatGolden, ::testing::Values("llama3.1",
 TEST(ChatTemplate, GoldensCoverEachTemplate) {
   std::map<std::string, int> per_kind;
   for (const Json& c : Goldens()["cases"]) ++per_kind[c["template"].get<std::string>()];
-  for (const char* kind : {"llama3.1", "mistral-v0.3", "qwen2.5", "qwen3"}) EXPECT_GE(per_kind[kind], 12) << kind;
+  for (const char* kind : {"llama3.1", "mistral-v0.3", "qwen2.5", "qwen3", "deepseek-v2", "deepseek-v3", "deepseek-r1"}) {
+    EXPECT_GE(per_kind[kind], 12) << kind;
+  }
 }
 
 // ---- recognition -----------------------------------------------------------------------------
@@ -188,7 +196,7 @@ std::string Replace(std::string text, std::string_view from, std::string_view to
 }
 
 TEST(ChatTemplate, RecognizesTheFamilyTemplates) {
-  for (const char* kind : {"llama3.1", "mistral-v0.3", "qwen2.5", "qwen3"}) {
+  for (const char* kind : {"llama3.1", "mistral-v0.3", "qwen2.5", "qwen3", "deepseek-v2", "deepseek-v3", "deepseek-r1"}) {
     const std::optional<ChatTemplateKind> got = RecognizeChatTemplate(TemplateText(kind));
     ASSERT_TRUE(got.has_value()) << kind;
     EXPECT_EQ(ChatTemplateKindName(*got), kind);
@@ -220,6 +228,17 @@ TEST(ChatTemplate, DoesNotRecognizeNeighbours) {
   // A Qwen3 variant that keeps the reasoning of earlier turns.
   EXPECT_FALSE(RecognizeChatTemplate(Replace(TemplateText("qwen3"), "loop.index0 > ns.last_query_index %}",
                                              "loop.index0 > ns.last_query_index or reasoning_content %}")));
+  // R1's first revision without the <think> prefill renders another generation prompt.
+  EXPECT_FALSE(RecognizeChatTemplate(
+      Replace(TemplateText("deepseek-r1"), "{{'<｜Assistant｜><think>\\n'}}", "{{'<｜Assistant｜>'}}")));
+  // V3-0324 / R1-0528 mark the last user turn (and write <｜Assistant｜> after every user message).
+  EXPECT_FALSE(RecognizeChatTemplate(Replace(TemplateText("deepseek-v3"), "is_first_sp=true)",
+                                             "is_first_sp=true, is_last_user=false)")));
+  EXPECT_FALSE(RecognizeChatTemplate(Replace(TemplateText("deepseek-r1"), "is_first_sp=true)",
+                                             "is_first_sp=true, is_last_user=false)")));
+  // R1-Distill's template tests "content is none" as V3 does, and strips </think> as R1 does.
+  EXPECT_FALSE(RecognizeChatTemplate(Replace(TemplateText("deepseek-r1"), "'tool_calls' in message",
+                                             "message['content'] is none")));
   // A harmony-style template (gpt-oss) and plain ChatML.
   EXPECT_FALSE(RecognizeChatTemplate(
       "{%- for message in messages %}{{- '<|start|>' + message.role + '<|message|>' + message.content + '<|end|>' }}"
@@ -272,7 +291,7 @@ TEST(ChatTemplate, FromModelDirErrors) {
     MakeModelDir(dir, "qwen2", [](Json& config) { config["chat_template"] = "{{ messages }}"; });
     const std::string message = ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); });
     EXPECT_NE(message.find("unknown chat template in " + (dir / "tokenizer_config.json").string() +
-                           " (known: llama3.1, mistral-v0.3, qwen2.5, qwen3; use --raw"),
+                           " (known: llama3.1, mistral-v0.3, qwen2.5, qwen3, deepseek-v2, deepseek-v3, deepseek-r1; use --raw"),
               std::string::npos)
         << message;
   }

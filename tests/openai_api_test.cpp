@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "chat_model_dir.h"
 #include "core/error.h"
 
 namespace tessera {
@@ -324,21 +325,85 @@ TEST(ToolCalls, MistralCallsFollowTheMarker) {
   EXPECT_EQ(Stream(ToolCallFormat::kMistral, "no [TOOL calls", 2).content, "no [TOOL calls");
 }
 
+// DeepSeek-V3 / R1 calls (deepseek.md §8): the section opens with <｜tool▁calls▁begin｜>, each call
+// is TYPE<｜tool▁sep｜>NAME + a ```json fence; text before the section is content.
+TEST(ToolCalls, DeepseekCallsComeOutOfStreamedText) {
+  const std::string reply =
+      "Checking both.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+      "{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n"
+      "{}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>broken\n```json\n{nope\n```"
+      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  for (size_t step : {1, 3, 7, 1000}) {
+    SCOPED_TRACE(step);
+    const ToolCallParser::Output out = Stream(ToolCallFormat::kDeepseek, reply, step);
+    ASSERT_EQ(out.calls.size(), 2u);
+    EXPECT_EQ(out.calls[0].name, "get_weather");
+    EXPECT_EQ(out.calls[0].arguments, "{\"city\":\"Paris\"}");
+    EXPECT_EQ(out.calls[1].name, "get_time");
+    EXPECT_EQ(out.calls[1].arguments, "{}");
+    // The block that is not a call stays content, markers and all.
+    EXPECT_EQ(out.content,
+              "Checking both.<｜tool▁call▁begin｜>function<｜tool▁sep｜>broken\n```json\n{nope\n```<｜tool▁call▁end｜>");
+  }
+  // A section the reply leaves open: complete calls come out, an unfinished one stays text.
+  const ToolCallParser::Output open = Stream(
+      ToolCallFormat::kDeepseek,
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"x\": 1}\n```<｜tool▁call▁end｜>\n", 2);
+  ASSERT_EQ(open.calls.size(), 1u);
+  EXPECT_EQ(open.content, "");
+  EXPECT_EQ(Stream(ToolCallFormat::kDeepseek, "a<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function", 4).content,
+            "a<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function");
+  EXPECT_EQ(Stream(ToolCallFormat::kDeepseek, "plain <｜tool text", 3).content, "plain <｜tool text");
+  EXPECT_EQ(ToolCallFormatOf(ChatTemplateKind::kDeepseekV3), ToolCallFormat::kDeepseek);
+  EXPECT_EQ(ToolCallFormatOf(ChatTemplateKind::kDeepseekR1), ToolCallFormat::kDeepseek);
+  EXPECT_EQ(ToolCallFormatOf(ChatTemplateKind::kDeepseekV2), ToolCallFormat::kNone);
+}
+
+// A DeepSeek-R1 model directory (tiny-llama's weights, the deepseek3 family tokenizer and R1's
+// Hub template): the prompt opens <think>, so the reply is reasoning up to </think>, then the
+// answer and, with tools, the calls; a V3 directory's reply is all answer.
+TEST(OpenAiApi, DeepseekR1RepliesSplitReasoningAndCalls) {
+  for (const char* kind : {"deepseek-r1", "deepseek-v3"}) {
+    SCOPED_TRACE(kind);
+    const ChatModelDir dir("deepseek3", kind);
+    const std::unique_ptr<Model> model = Model::Load(dir.str());
+    const Tokenizer tokenizer = Tokenizer::FromModelDir(dir.str());
+    const ChatFormat format(*model, tokenizer);
+    const bool r1 = std::string(kind) == "deepseek-r1";
+    EXPECT_EQ(format.thinking(), r1 ? ReplyThinking::kOpen : ReplyThinking::kNone);
+    ASSERT_EQ(format.tool_format(), ToolCallFormat::kDeepseek);
+    const std::optional<int32_t> eos = tokenizer.TokenId("<｜end▁of▁sentence｜>");
+    ASSERT_TRUE(eos.has_value());
+    EXPECT_NE(std::find(format.chat_stop_tokens().begin(), format.chat_stop_tokens().end(), *eos),
+              format.chat_stop_tokens().end());
+    std::vector<int32_t> ids = tokenizer.Encode(
+        "Paris is in France.\n</think>\n\nLet me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function"
+        "<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+    ids.push_back(*eos);
+    ReplyState state(format, true, format.chat_stop_tokens(), {}, true);
+    for (int32_t id : ids) state.Add(id);
+    state.Finish();
+    ASSERT_EQ(state.calls().size(), 1u);
+    EXPECT_EQ(state.calls()[0].name, "get_weather");
+    EXPECT_EQ(state.calls()[0].arguments, "{\"city\":\"Paris\"}");
+    if (r1) {
+      EXPECT_EQ(state.reasoning(), "Paris is in France.\n");
+      EXPECT_EQ(state.content(), "Let me check.");
+    } else {
+      EXPECT_EQ(state.reasoning(), "");
+      EXPECT_EQ(state.content(), "Paris is in France.\n</think>\n\nLet me check.");
+    }
+  }
+}
+
 // A Mistral v0.3 model directory (tiny-llama's weights, the Mistral family tokenizer and the
 // Hub template): [TOOL_CALLS] is a special token, passed to the call parser only when the
 // request declared tools.
 TEST(ToolCalls, MistralReplyWithTheSpecialTokenBecomesCalls) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / ("tessera_mistral_tools_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const fs::path llama = fs::path(TESSERA_SOURCE_DIR) / "models" / "tiny-llama";
-  const fs::path data = fs::path(TESSERA_SOURCE_DIR) / "tests" / "data";
-  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) fs::create_symlink(llama / f, dir / f);
-  fs::copy_file(data / "tokenizer" / "families" / "mistral" / "tokenizer_config.json", dir / "tokenizer_config.json");
-  fs::copy_file(data / "chat_templates" / "mistral-v0.3.jinja", dir / "chat_template.jinja");
-  const std::unique_ptr<Model> model = Model::Load(dir.string());
-  const Tokenizer tokenizer = Tokenizer::FromFile((data / "tokenizer" / "families" / "mistral" / "tokenizer.json").string());
+  const ChatModelDir dir("mistral", "mistral-v0.3", /*with_tokenizer_json=*/false);
+  const std::string data = std::string(TESSERA_SOURCE_DIR) + "/tests/data";
+  const std::unique_ptr<Model> model = Model::Load(dir.str());
+  const Tokenizer tokenizer = Tokenizer::FromFile(data + "/tokenizer/families/mistral/tokenizer.json");
   const ChatFormat format(*model, tokenizer);
   ASSERT_EQ(format.tool_format(), ToolCallFormat::kMistral);
   const std::vector<int32_t> ids = tokenizer.Encode("Sure.[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"x\": 1}}]");
@@ -358,7 +423,6 @@ TEST(ToolCalls, MistralReplyWithTheSpecialTokenBecomesCalls) {
   // Without tools the special token is skipped like any other and the JSON is content.
   EXPECT_EQ(plain, with.content() + " [{\"name\": \"f\", \"arguments\": {\"x\": 1}}]");
   EXPECT_NE(with.content().find("Sure."), std::string::npos);
-  fs::remove_all(dir);
 }
 
 }  // namespace

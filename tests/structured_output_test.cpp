@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "chat_model_dir.h"
 #include "collect_tokens.h"
 
 #include "core/error.h"
@@ -192,6 +193,61 @@ TEST(StructuredOutput, HarmonyAnswersAndForcedToolCallsParse) {
         EXPECT_NE(std::string(choice), "add");
         EXPECT_EQ(reply.calls[0].name, "get_weather");
         EXPECT_TRUE(args.contains("city") && args["city"].is_string());
+      }
+    }
+  }
+}
+
+// DeepSeek's forced calls (V3's form; R1 reasons first, its prompt having opened <think>) on
+// tiny-llama's weights behind the deepseek3 tokenizer and the Hub templates: the reply parses as
+// exactly one call of the chosen function with arguments that satisfy its schema.
+TEST(StructuredOutput, DeepseekForcedToolCallsParse) {
+  if (!GrammarVocabulary::Available()) GTEST_SKIP() << "this build has no grammar engine (scripts/setup_xgrammar.sh)";
+  for (const char* kind : {"deepseek-v3", "deepseek-r1"}) {
+    SCOPED_TRACE(kind);
+    const ChatModelDir dir("deepseek3", kind);
+    const auto model = Model::Load(dir.str());
+    const Tokenizer tokenizer = Tokenizer::FromModelDir(dir.str());
+    const ChatFormat format(*model, tokenizer);
+    BatchEngineOptions options;
+    options.slots = 2;
+    options.context = 2048;
+    BatchEngine engine(*model, options);
+    json body = {{"messages", {{{"role", "user"}, {"content", "Add something."}}}},
+                 {"tools", json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters":
+                     {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16}},
+                      "required": ["city"]}}}, {"type": "function", "function": {"name": "add", "parameters":
+                     {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}},
+                      "required": ["a"]}}}])")}};
+    for (const char* choice : {"required", "add"}) {
+      SCOPED_TRACE(choice);
+      body["tool_choice"] = std::string(choice) == "add" ? json{{"type", "function"}, {"function", {{"name", "add"}}}}
+                                                         : json("required");
+      const ChatRequestData data = MapChatRequest(body);
+      const auto grammar = BuildReplyConstraint(format, ResponseFormat{}, &data);
+      ASSERT_TRUE(grammar);
+      for (uint64_t seed = 1; seed <= 2; ++seed) {
+        EngineRequest r;
+        r.prompt = format.RenderChat(data);
+        r.sampling.temperature = 1.0f;
+        r.sampling.seed = seed;
+        r.max_tokens = 1500;
+        r.stop_tokens = format.chat_stop_tokens();
+        r.grammar = grammar;
+        auto handle = engine.Submit(std::move(r));
+        const std::vector<int32_t> tokens = Collect(*handle);
+        EXPECT_EQ(handle->finish_reason(), FinishReason::kStop);
+        const Reply reply = Read(format, true, format.chat_stop_tokens(), tokens, true);
+        ASSERT_EQ(reply.calls.size(), 1u) << reply.content;
+        const json args = json::parse(reply.calls[0].arguments);
+        if (reply.calls[0].name == "add") {
+          ASSERT_TRUE(args.contains("a") && args["a"].is_number_integer());
+          EXPECT_LE(args["a"].get<int64_t>(), 9);
+        } else {
+          EXPECT_EQ(std::string(choice), "required");
+          EXPECT_EQ(reply.calls[0].name, "get_weather");
+          EXPECT_TRUE(args.contains("city") && args["city"].is_string());
+        }
       }
     }
   }

@@ -45,8 +45,14 @@ TEMPLATES = os.path.join(ROOT, "tests", "data", "chat_templates")
 FAMILIES = os.path.join(ROOT, "tests", "data", "tokenizer", "families")
 OUT = os.path.join(TEMPLATES, "goldens.json")
 
-# template kind -> family tokenizer variant
-KINDS = {"llama3.1": "llama3", "mistral-v0.3": "mistral", "qwen2.5": "qwen2", "qwen3": "qwen3"}
+# template kind -> family tokenizer variant. DeepSeek-V2's own tokenizer (the DeepSeek-LLM
+# pre-tokenizer) is not among the family tokenizers; its template's text needs only BOS and EOS,
+# which the deepseek3 tokenizer spells the same.
+KINDS = {"llama3.1": "llama3", "mistral-v0.3": "mistral", "qwen2.5": "qwen2", "qwen3": "qwen3",
+         "deepseek-v2": "deepseek3", "deepseek-v3": "deepseek3", "deepseek-r1": "deepseek3"}
+# DeepSeek's templates concatenate tool-call arguments as strings: rendered as the client sent
+# them (vLLM's json.loads would make them dicts, which these templates cannot concatenate).
+DEEPSEEK = {"deepseek-v2", "deepseek-v3", "deepseek-r1"}
 
 WEATHER_TOOL = {
     "type": "function",
@@ -154,7 +160,46 @@ COMMON = [
     ("tools_without_user_message", [sys("s")], {"tools": [WEATHER_TOOL]}),
 ]
 
+# DeepSeek: tool calls with null content (V3 renders calls only then), calls in two assistant
+# messages (ns.is_first is never reset), several tool outputs, system messages anywhere, R1's
+# </think> stripping.
+DS_NULL_CALL = assistant(None, tool_calls=[call("call12345", "get_weather", "{\"city\": \"Paris\"}")])
+DEEPSEEK_CASES = [
+    ("null_content_tool_call", [sys("You are a weather bot."), user("Weather in Paris?"), DS_NULL_CALL],
+     {"tools": [WEATHER_TOOL], "add_generation_prompt": False}),
+    ("null_content_tool_call_result", [user("Weather in Paris?"), DS_NULL_CALL, tool("{\"temp_c\": 18}")],
+     {"tools": [WEATHER_TOOL]}),
+    ("null_content_tool_call_result_answer",
+     [user("Weather in Paris?"), DS_NULL_CALL, tool("{\"temp_c\": 18}"), assistant("18 °C."), user("Rome?")],
+     {"tools": [WEATHER_TOOL]}),
+    ("null_content_parallel_calls",
+     [user("Paris and Rome?"),
+      assistant(None, tool_calls=[call("call00001", "get_weather", "{\"city\": \"Paris\"}"),
+                                  call("call00002", "get_weather", "{\"city\":\"Rome\",\"days\":2}")]),
+      tool("{\"temp_c\": 18}", "call00001"), tool("{\"temp_c\": 25}", "call00002")], {"tools": [WEATHER_TOOL]}),
+    ("two_tool_rounds",
+     [user("Paris?"), DS_NULL_CALL, tool("18"), assistant("18 °C."), user("Rome?"),
+      assistant(None, tool_calls=[call("call00002", "get_weather", "{\"city\": \"Rome\"}")]), tool("25"),
+      assistant("25 °C.")], {"tools": [WEATHER_TOOL], "add_generation_prompt": False}),
+    ("null_content_without_calls", [user("x"), assistant(None)], {"add_generation_prompt": False}),
+    ("tool_call_without_type",
+     [user("x"), assistant(None, tool_calls=[{"id": "c", "function": {"name": "search", "arguments": "{}"}}])],
+     {"add_generation_prompt": False}),
+    ("tool_call_without_arguments",
+     [user("x"), assistant(None, tool_calls=[{"id": "c", "type": "function", "function": {"name": "search"}}])],
+     {"add_generation_prompt": False}),
+    ("systems_anywhere", [sys("one"), user("a"), assistant("b"), sys("two"), user("c")], {}),
+    ("think_stripped", [user("q"), assistant("<think>\nstep\n</think>\n\nanswer"), user("q2")], {}),
+    ("think_stripped_twice", [user("q"), assistant("a</think>b</think>c")], {"add_generation_prompt": False}),
+    ("reasoning_content_not_rendered", [user("q"), assistant("4", reasoning_content="sum"), user("q2")], {}),
+    ("think_after_tool_output_kept",
+     [user("q"), DS_NULL_CALL, tool("18"), assistant("<think>r</think>18 °C.")], {"add_generation_prompt": False}),
+]
+
 PER_KIND = {
+    "deepseek-v2": DEEPSEEK_CASES,
+    "deepseek-v3": DEEPSEEK_CASES,
+    "deepseek-r1": DEEPSEEK_CASES,
     "llama3.1": [
         ("date_string", SPEC_81, {"date_string": "01 Jan 2025"}),
         ("tool_result_plain_text", [user("Weather?"), WEATHER_CALL, tool("It is sunny, 18 °C")],
@@ -222,11 +267,13 @@ def postprocess_like_vllm(messages):
     return messages
 
 
-def render(tok, template, messages, options):
+def render(tok, kind, template, messages, options):
     kwargs = {"enable_thinking": options.get("enable_thinking", True)}
     if "date_string" in options:
         kwargs["date_string"] = options["date_string"]
-    return tok.apply_chat_template(postprocess_like_vllm(messages), chat_template=template,
+    if kind not in DEEPSEEK:
+        messages = postprocess_like_vllm(messages)
+    return tok.apply_chat_template(messages, chat_template=template,
                                    tools=options.get("tools"), tokenize=False,
                                    add_generation_prompt=options.get("add_generation_prompt", True), **kwargs)
 
@@ -306,8 +353,11 @@ def main():
             full = {"add_generation_prompt": True, "enable_thinking": True, **options}
             case = {"template": kind, "tokenizer": variant, "name": name, "messages": messages, "options": full}
             try:
-                text = render(tok, template, messages, full)
+                text = render(tok, kind, template, messages, full)
             except jinja2.exceptions.TemplateError as e:
+                case["error"] = str(e)
+            except TypeError as e:  # DeepSeek: None or a non-string concatenated to a string
+                assert kind in DEEPSEEK, (kind, name, e)
                 case["error"] = str(e)
             else:
                 ids = raw.encode(text, add_special_tokens=False).ids

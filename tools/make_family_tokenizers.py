@@ -250,7 +250,13 @@ DS3_SPLITS = [r"\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
               r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"]
 DS3_SPECIALS = ["<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>",
                 "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"]
-DS3_PLAIN = ["<think>", "</think>"]
+# V3's tool-call and tool-output markers (its chat template; the `special` flags of the real
+# tokenizer.json are recalled as false, unverified), then R1's think tags.
+DS3_PLAIN = ["<\uff5ctool\u2581calls\u2581begin\uff5c>", "<\uff5ctool\u2581calls\u2581end\uff5c>",
+             "<\uff5ctool\u2581call\u2581begin\uff5c>", "<\uff5ctool\u2581call\u2581end\uff5c>",
+             "<\uff5ctool\u2581outputs\u2581begin\uff5c>", "<\uff5ctool\u2581outputs\u2581end\uff5c>",
+             "<\uff5ctool\u2581output\u2581begin\uff5c>", "<\uff5ctool\u2581output\u2581end\uff5c>",
+             "<\uff5ctool\u2581sep\uff5c>", "<think>", "</think>"]
 
 
 def deepseek3(corpus):

@@ -2,8 +2,8 @@
 //
 // generate: by default the prompt becomes a user turn in the model's chat format — harmony for
 // gpt-oss (with the default system message; the final channel is streamed to stdout), the
-// directory's own chat template for the other families (engine/chat_template.h; Qwen3's <think>
-// block is the analysis) — and the reply is streamed as it is generated; --raw feeds the text as
+// directory's own chat template for the other families (engine/chat_template.h; the <think>
+// block of Qwen3 and DeepSeek-R1 is the analysis) — and the reply is streamed as it is generated; --raw feeds the text as
 // is and streams the decoded output. --json prints one object instead:
 //   {"text", "analysis", "raw_text", "tokens", "prompt_tokens", "finish_reason", "seed",
 //    "timings": {"prefill_ms", "decode_ms", "prefill_tok_s", "decode_tok_s"}}
@@ -88,7 +88,7 @@ void AddRunOptions(CLI::App* cmd, RunArgs& a) {
   cmd->add_option("--developer", a.developer, "gpt-oss: developer instructions (what other tools call the system prompt)");
   cmd->add_option("--system", a.system, "chat-template families: the system message");
   cmd->add_flag("--no-think", a.no_think, "Qwen3: render the prompt with enable_thinking false");
-  cmd->add_flag("--show-analysis", a.show_analysis, "also print the analysis channel (chain of thought)");
+  cmd->add_flag("--show-analysis", a.show_analysis, "also print the analysis channel / <think> block (chain of thought; Qwen3, DeepSeek-R1)");
   AddModelOptions(cmd, a.model_args, "fast");
   AddSpecOptions(cmd, a.spec);
 }
@@ -224,7 +224,7 @@ void RunGenerate(const RunArgs& a) {
   StopCondition stop = MakeStop(s, a.n_predict);
   std::optional<HarmonyParser> parser;
   if (s.harmony) parser.emplace(*s.harmony);
-  ThinkSplitter think(s.chat_template && s.chat_template->kind() == ChatTemplateKind::kQwen3 && !a.no_think);
+  ThinkSplitter think(s.chat_template ? s.chat_template->Thinking(!a.no_think) : ReplyThinking::kNone);
   IncrementalDecoder raw_decoder(s.tokenizer);
   std::string raw_text, final_text, analysis_text;
   const bool stream = !a.json;
@@ -314,7 +314,7 @@ std::string TemplateTurn(Session& s, const RunArgs& a, const std::vector<ChatMes
     return "";
   }
   *fits = true;
-  ThinkSplitter think(s.chat_template->kind() == ChatTemplateKind::kQwen3 && !a.no_think);
+  ThinkSplitter think(s.chat_template->Thinking(!a.no_think));
   IncrementalDecoder decoder(s.tokenizer);
   std::string answer_text;
   bool in_analysis = false;

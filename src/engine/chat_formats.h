@@ -1,4 +1,4 @@
-// Internal to engine/chat_template.cpp: the four family renderers and the pieces of Python
+// Internal to engine/chat_template.cpp: the family renderers and the pieces of Python
 // semantics the Hub templates rely on (transformers renders them with Python's jinja2).
 #pragma once
 
@@ -14,7 +14,8 @@ namespace tessera::chat_internal {
 
 // What every renderer gets. ChatTemplate::Render has checked that `messages` is not empty, that
 // all text is UTF-8, that tools is null or an array of objects and tool_calls null or an array
-// of objects, and has parsed JSON-string arguments of assistant tool calls (vLLM's rule).
+// of objects, and has parsed JSON-string arguments of assistant tool calls (vLLM's rule; not for
+// the DeepSeek kinds, whose templates concatenate the string).
 struct RenderInput {
   std::span<const ChatMessage> messages;
   const ChatOptions& options;
@@ -26,6 +27,10 @@ std::string RenderLlama31(const RenderInput& in);
 std::string RenderMistralV03(const RenderInput& in);
 std::string RenderQwen25(const RenderInput& in);
 std::string RenderQwen3(const RenderInput& in);
+// engine/chat_deepseek.cpp
+std::string RenderDeepseekV2(const RenderInput& in);
+std::string RenderDeepseekV3(const RenderInput& in);
+std::string RenderDeepseekR1(const RenderInput& in);
 
 // json.dumps(value, ensure_ascii=False[, indent=indent]) as transformers' tojson filter calls it:
 // separators ", " / ": " (with indent: "," at line ends), object keys in stored order, floats as

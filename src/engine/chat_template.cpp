@@ -20,9 +20,16 @@ using Json = nlohmann::ordered_json;
 // The Hub templates are 2 to 20 KB; a larger file is not a chat template.
 constexpr size_t kMaxChatTemplateBytes = size_t{1} << 20;
 
-constexpr std::array<ChatTemplateKind, 4> kKinds = {ChatTemplateKind::kLlama31, ChatTemplateKind::kMistralV03,
-                                                    ChatTemplateKind::kQwen25, ChatTemplateKind::kQwen3};
-constexpr std::string_view kKnownKinds = "llama3.1, mistral-v0.3, qwen2.5, qwen3";
+constexpr std::array<ChatTemplateKind, 7> kKinds = {
+    ChatTemplateKind::kLlama31,     ChatTemplateKind::kMistralV03, ChatTemplateKind::kQwen25,
+    ChatTemplateKind::kQwen3,       ChatTemplateKind::kDeepseekV2, ChatTemplateKind::kDeepseekV3,
+    ChatTemplateKind::kDeepseekR1};
+constexpr std::string_view kKnownKinds = "llama3.1, mistral-v0.3, qwen2.5, qwen3, deepseek-v2, deepseek-v3, deepseek-r1";
+
+bool IsDeepseek(ChatTemplateKind kind) {
+  return kind == ChatTemplateKind::kDeepseekV2 || kind == ChatTemplateKind::kDeepseekV3 ||
+         kind == ChatTemplateKind::kDeepseekR1;
+}
 
 // Substrings a template must contain (and must not) to be rendered by a built-in renderer. They
 // are chosen among the strings that decide the output (fixed texts, the system-message
@@ -57,6 +64,21 @@ const std::vector<Fingerprint>& Fingerprints() {
         "multi_step_tool", "loop.index0 > ns.last_query_index %}",
         "enable_thinking is defined and enable_thinking is false"},
        {"You are Qwen, created by Alibaba Cloud"}},
+      {ChatTemplateKind::kDeepseekV2,
+       {"'User: ' + message['content'] + '", "'Assistant: ' + message['content'] + eos_token",
+        "message['content'] + '", "{{ 'Assistant:' }}"},
+       {"<｜User｜>", "<｜Assistant｜>"}},
+      // V3-0324 and R1-0528 add is_last_user and render differently; R1's first revision lacks
+      // the <think> prefill; R1-Distill tests "content is none" and keeps one system prompt.
+      {ChatTemplateKind::kDeepseekV3,
+       {"<｜User｜>", "'<｜Assistant｜>' + message['content'] + '<｜end▁of▁sentence｜>'",
+        "message['role'] == 'assistant' and message['content'] is none", "ns.is_first_sp",
+        "'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type']", "<｜tool▁outputs▁end｜>"},
+       {"</think>", "is_last_user", "'tool_calls' in message"}},
+      {ChatTemplateKind::kDeepseekR1,
+       {"<｜User｜>", "'tool_calls' in message", "'tool_calls' not in message", "ns.is_first_sp",
+        "content.split('</think>')[-1]", "<｜Assistant｜><think>", "<｜tool▁outputs▁end｜>"},
+       {"is_last_user"}},
   };
   return fingerprints;
 }
@@ -68,7 +90,7 @@ void CheckUtf8(std::string_view text, size_t index, const char* field) {
 
 // The checks of ChatTemplate::Render and vLLM's argument parsing (see chat_formats.h).
 std::vector<ChatMessage> Normalize(std::span<const ChatMessage> messages, const ChatOptions& options,
-                                   std::string_view kind) {
+                                   std::string_view kind, bool parse_arguments) {
   if (messages.empty()) Fail(kind, " chat template: no messages to render");
   if (!options.tools.is_null()) {
     if (!options.tools.is_array()) Fail("chat tools must be an array (got ", JsonKindName(options.tools), ")");
@@ -98,7 +120,7 @@ std::vector<ChatMessage> Normalize(std::span<const ChatMessage> messages, const 
         Fail("chat message ", i, ": tool call ", c, " must be an object (got ", JsonKindName(call), ")");
       }
       const auto function = call.find("function");
-      if (m.role != "assistant" || function == call.end() || !function->is_object()) continue;
+      if (!parse_arguments || m.role != "assistant" || function == call.end() || !function->is_object()) continue;
       // vLLM: "if content := item['function'].get('arguments'): json.loads(content) else {}".
       Json& arguments = (*function)["arguments"];
       if (arguments.is_null() || (arguments.is_string() && arguments.get_ref<const std::string&>().empty())) {
@@ -124,6 +146,9 @@ std::string_view ChatTemplateKindName(ChatTemplateKind kind) {
     case ChatTemplateKind::kMistralV03: return "mistral-v0.3";
     case ChatTemplateKind::kQwen25: return "qwen2.5";
     case ChatTemplateKind::kQwen3: return "qwen3";
+    case ChatTemplateKind::kDeepseekV2: return "deepseek-v2";
+    case ChatTemplateKind::kDeepseekV3: return "deepseek-v3";
+    case ChatTemplateKind::kDeepseekR1: return "deepseek-r1";
   }
   return "?";
 }
@@ -159,6 +184,12 @@ ChatTemplate::ChatTemplate(ChatTemplateKind kind) : kind_(kind) {
     case ChatTemplateKind::kQwen25:
     case ChatTemplateKind::kQwen3:
       eos_token_ = "<|im_end|>";  // Qwen's tokenizer_config has bos_token null
+      break;
+    case ChatTemplateKind::kDeepseekV2:
+    case ChatTemplateKind::kDeepseekV3:
+    case ChatTemplateKind::kDeepseekR1:
+      bos_token_ = "<｜begin▁of▁sentence｜>";
+      eos_token_ = "<｜end▁of▁sentence｜>";
       break;
   }
 }
@@ -201,13 +232,16 @@ ChatTemplate ChatTemplate::FromModelDir(const std::string& dir) {
 }
 
 std::string ChatTemplate::Render(std::span<const ChatMessage> messages, const ChatOptions& options) const {
-  const std::vector<ChatMessage> normalized = Normalize(messages, options, name());
+  const std::vector<ChatMessage> normalized = Normalize(messages, options, name(), !IsDeepseek(kind_));
   const chat_internal::RenderInput in{normalized, options, bos_token_, eos_token_};
   switch (kind_) {
     case ChatTemplateKind::kLlama31: return chat_internal::RenderLlama31(in);
     case ChatTemplateKind::kMistralV03: return chat_internal::RenderMistralV03(in);
     case ChatTemplateKind::kQwen25: return chat_internal::RenderQwen25(in);
     case ChatTemplateKind::kQwen3: return chat_internal::RenderQwen3(in);
+    case ChatTemplateKind::kDeepseekV2: return chat_internal::RenderDeepseekV2(in);
+    case ChatTemplateKind::kDeepseekV3: return chat_internal::RenderDeepseekV3(in);
+    case ChatTemplateKind::kDeepseekR1: return chat_internal::RenderDeepseekR1(in);
   }
   TESSERA_CHECK(false);
   return {};
@@ -228,8 +262,17 @@ std::vector<std::string_view> ChatTemplate::TurnEndTokens() const {
     case ChatTemplateKind::kMistralV03: return {"</s>"};
     case ChatTemplateKind::kQwen25:
     case ChatTemplateKind::kQwen3: return {"<|im_end|>", "<|endoftext|>"};
+    case ChatTemplateKind::kDeepseekV2:
+    case ChatTemplateKind::kDeepseekV3:
+    case ChatTemplateKind::kDeepseekR1: return {"<｜end▁of▁sentence｜>"};
   }
   return {};
+}
+
+ReplyThinking ChatTemplate::Thinking(bool enable_thinking) const {
+  if (kind_ == ChatTemplateKind::kQwen3 && enable_thinking) return ReplyThinking::kMayOpen;
+  if (kind_ == ChatTemplateKind::kDeepseekR1) return ReplyThinking::kOpen;
+  return ReplyThinking::kNone;
 }
 
 std::vector<int32_t> ChatTemplate::StopTokenIds(const Tokenizer& tokenizer,

@@ -1,12 +1,13 @@
 // Chat formats of the dense families: built-in renderers for the Hub chat templates of
-// Llama 3.1 Instruct, Mistral-7B-Instruct v0.3, Qwen2.5 Instruct (ChatML) and Qwen3, which give
+// Llama 3.1 Instruct, Mistral-7B-Instruct v0.3, Qwen2.5 Instruct (ChatML), Qwen3, and DeepSeek's
+// V2 chat, V3 and R1 templates, which give
 // byte for byte the text transformers' apply_chat_template renders from the real template
 // strings (tests/data/chat_templates: the pinned templates and goldens made by
 // tools/make_chat_goldens.py), plus the prompt ids and the stop-token set. No Jinja runs here:
 // FromModelDir reads the model's template text only to recognise which family it is.
 //
 // Reference: ../shared/reference/dense-decoders.md §7.3 (BOS), §8 (the templates), §8.5 (stop
-// tokens). gpt-oss's harmony format is engine/harmony.h.
+// tokens); deepseek.md §8 (DeepSeek's). gpt-oss's harmony format is engine/harmony.h.
 //
 // What each renderer reproduces, including the templates' quirks (they are what the models were
 // trained on and what other servers send):
@@ -29,8 +30,26 @@
 //              the last real user query (reasoning from ChatMessage::reasoning, else split off
 //              the content at </think>; the last message always gets one); enable_thinking
 //              false pre-fills an empty think block in the generation prompt.
-// Tool-call arguments given as a JSON string (the OpenAI wire form) are parsed before rendering,
-// as vLLM does (chat_utils.py _postprocess_messages; an empty string becomes {}), so they render
+//   deepseek-v2  DeepSeek-V2(-Lite)-Chat: BOS, "User: {user}\n\n", "Assistant: {assistant}<EOS>",
+//              system text + "\n\n" where it stands; generation prompt "Assistant:"; other roles
+//              and tools are not rendered.
+//   deepseek-v3  BOS, every system text (joined by "\n\n"), then <｜User｜>{user} and
+//              <｜Assistant｜>{assistant}<｜end▁of▁sentence｜>; generation prompt <｜Assistant｜>
+//              (not after tool outputs). Tool calls render only for an assistant message whose
+//              content is null (ChatMessage::content_null): the first call of the conversation
+//              opens <｜Assistant｜><｜tool▁calls▁begin｜> and is never closed, every later one
+//              (in any later message too) is "\n<｜tool▁call▁begin｜>…<｜tool▁call▁end｜>
+//              <｜tool▁calls▁end｜><｜end▁of▁sentence｜>"; tool outputs are
+//              <｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>…, later ones after "\n". The tool
+//              declarations are not rendered (the Hub template has none).
+//   deepseek-r1  V3's tokens with R1's rules: tool calls whenever given (after the content, each
+//              message's calls closed), the reasoning before the last </think> of an assistant
+//              content dropped, no "\n" between tool outputs, and the generation prompt
+//              <｜Assistant｜><think>\n, so the reply starts inside its reasoning.
+//              The DeepSeek templates concatenate tool-call arguments as text: they must be
+//              the JSON string the OpenAI wire form sends (not parsed, unlike the other kinds).
+// Tool-call arguments given as a JSON string (the OpenAI wire form) are parsed before rendering
+// (except for the DeepSeek kinds, see above), as vLLM does (chat_utils.py _postprocess_messages; an empty string becomes {}), so they render
 // as objects, not as double-encoded strings. JSON inside prompts is Python's json.dumps
 // (ensure_ascii=False: ", " and ": " separators, keys in the caller's order, repr floats).
 //
@@ -58,9 +77,9 @@ namespace tessera {
 class Tokenizer;
 struct TokenizerConfig;
 
-enum class ChatTemplateKind { kLlama31, kMistralV03, kQwen25, kQwen3 };
+enum class ChatTemplateKind { kLlama31, kMistralV03, kQwen25, kQwen3, kDeepseekV2, kDeepseekV3, kDeepseekR1 };
 
-// "llama3.1" | "mistral-v0.3" | "qwen2.5" | "qwen3".
+// "llama3.1" | "mistral-v0.3" | "qwen2.5" | "qwen3" | "deepseek-v2" | "deepseek-v3" | "deepseek-r1".
 std::string_view ChatTemplateKindName(ChatTemplateKind kind);
 // Inverse of ChatTemplateKindName; throws tessera::Error naming the known kinds.
 ChatTemplateKind ParseChatTemplateKind(std::string_view name);
@@ -75,6 +94,9 @@ struct ChatMessage {
   // "tool_results" (Mistral) and treat other roles each in its own way (see the file comment).
   std::string role;
   std::string content;
+  // The client sent no content (null or absent), which only DeepSeek-V3's template tells apart
+  // from "": it renders tool calls only then.
+  bool content_null = false;
   // Assistant reasoning (Qwen3's reasoning_content). nullopt: none given, so Qwen3 splits the
   // content at </think>; "" is given and empty.
   std::optional<std::string> reasoning;
@@ -98,9 +120,15 @@ struct ChatOptions {
   std::string date_string;  // Llama 3.1's "Today Date"; "" leaves the template's default
 };
 
+// How a reply to a rendered prompt begins (ThinkSplitter, engine/think_splitter.h): plain answer;
+// a <think> block the model may open (Qwen3 with thinking enabled); or already inside its
+// reasoning, the prompt having opened <think> (DeepSeek-R1).
+enum class ReplyThinking { kNone, kMayOpen, kOpen };
+
 class ChatTemplate {
  public:
-  // The family's renderer with its usual BOS/EOS texts ("<|begin_of_text|>"; "<s>", "</s>").
+  // The family's renderer with its usual BOS/EOS texts ("<|begin_of_text|>"; "<s>", "</s>";
+  // "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>").
   explicit ChatTemplate(ChatTemplateKind kind);
   // Recognises `text` (RecognizeChatTemplate); `source` names it in the error for an unknown
   // template. BOS/EOS texts come from `config` when it gives them.
@@ -126,8 +154,12 @@ class ChatTemplate {
   std::vector<int32_t> RenderIds(const Tokenizer& tokenizer, std::span<const ChatMessage> messages,
                                  const ChatOptions& options = {}) const;
 
+  // How the reply to a prompt rendered with `enable_thinking` begins.
+  ReplyThinking Thinking(bool enable_thinking = true) const;
+
   // The tokens that end an assistant turn in this format: <|eot_id|>, <|eom_id|> (Llama: the end
-  // of an ipython tool call); </s> (Mistral); <|im_end|>, <|endoftext|> (Qwen).
+  // of an ipython tool call); </s> (Mistral); <|im_end|>, <|endoftext|> (Qwen);
+  // <｜end▁of▁sentence｜> (DeepSeek).
   std::vector<std::string_view> TurnEndTokens() const;
   // Ids to stop sampling on, without repeats, in this order: generation_config.json's
   // eos_token_id, config.json's, then TurnEndTokens() and the configured EOS text as far as the

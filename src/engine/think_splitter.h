@@ -1,6 +1,7 @@
-// Splits a streamed Qwen3 reply into its <think> block (the reasoning) and the answer
-// (dense-decoders.md §8: Qwen3's template opens the reply with "<think>\n", or the model writes
-// it); shared by `tessera generate` / `chat` and the server.
+// Splits a streamed reply into its <think> block (the reasoning) and the answer: Qwen3's model
+// may open the block itself (dense-decoders.md §8), DeepSeek-R1's template opens it in the prompt
+// so that the reply starts inside it and ends the reasoning with </think> (deepseek.md §8).
+// Shared by `tessera generate` / `chat` and the server.
 #pragma once
 
 #include <algorithm>
@@ -8,18 +9,33 @@
 #include <string_view>
 #include <utility>
 
+#include "engine/chat_template.h"
+
 namespace tessera {
 
 // Other templates' replies are all answer. Text is held back only while it could still be the start of
 // the markers.
 class ThinkSplitter {
  public:
-  explicit ThinkSplitter(bool thinks) : state_(thinks ? State::kStart : State::kAnswer) {}
+  explicit ThinkSplitter(ReplyThinking thinking)
+      : state_(thinking == ReplyThinking::kMayOpen ? State::kStart
+               : thinking == ReplyThinking::kOpen  ? State::kThinking
+                                                   : State::kAnswer) {}
   // Appends `text`; returns (analysis, answer) ready to show.
   std::pair<std::string, std::string> Add(const std::string& text) {
     pending_ += text;
     std::string analysis, answer;
     for (;;) {
+      if (state_ == State::kAfterThink) {
+        // The newlines after </think> may come in later pieces: dropped until the answer starts.
+        const size_t start = pending_.find_first_not_of('\n');
+        if (start == std::string::npos) {
+          pending_.clear();
+          break;
+        }
+        pending_.erase(0, start);
+        state_ = State::kAnswer;
+      }
       if (state_ == State::kAnswer) {
         answer += pending_;
         pending_.clear();
@@ -56,9 +72,7 @@ class ThinkSplitter {
       }
       analysis += pending_.substr(0, end);
       pending_.erase(0, end + close.size());
-      const size_t start = pending_.find_first_not_of('\n');
-      pending_.erase(0, start == std::string::npos ? pending_.size() : start);
-      state_ = State::kAnswer;
+      state_ = State::kAfterThink;
     }
     return {analysis, answer};
   }
@@ -70,7 +84,7 @@ class ThinkSplitter {
   }
 
  private:
-  enum class State { kStart, kThinking, kAnswer };
+  enum class State { kStart, kThinking, kAfterThink, kAnswer };
   State state_;
   std::string pending_;
 };

@@ -39,8 +39,78 @@ ToolCallFormat ToolCallFormatOf(ChatTemplateKind kind) {
     case ChatTemplateKind::kQwen3: return ToolCallFormat::kHermes;
     case ChatTemplateKind::kLlama31: return ToolCallFormat::kLlamaJson;
     case ChatTemplateKind::kMistralV03: return ToolCallFormat::kMistral;
+    case ChatTemplateKind::kDeepseekV3:
+    case ChatTemplateKind::kDeepseekR1: return ToolCallFormat::kDeepseek;
+    case ChatTemplateKind::kDeepseekV2: return ToolCallFormat::kNone;
   }
   return ToolCallFormat::kNone;
+}
+
+std::vector<std::string_view> ToolCallMarkerTokens(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kMistral: return {kMistralToolCallsMarker};
+    case ToolCallFormat::kDeepseek:
+      return {kDeepseekCallsBegin, kDeepseekCallsEnd, kDeepseekCallBegin, kDeepseekCallEnd, kDeepseekSep};
+    case ToolCallFormat::kNone:
+    case ToolCallFormat::kHermes:
+    case ToolCallFormat::kLlamaJson: break;
+  }
+  return {};
+}
+
+// Between kDeepseekCallsBegin and kDeepseekCallsEnd: complete call blocks come out as calls (a
+// block that is not TYPE<sep>NAME\n```json\nJSON\n``` stays content, markers included), the
+// newlines between blocks are dropped. The section's end returns to content.
+ToolCallParser::Output ToolCallParser::AddDeepseek() {
+  Output out;
+  for (;;) {
+    if (!in_section_) {
+      const size_t open = pending_.find(kDeepseekCallsBegin);
+      if (open == std::string::npos) {
+        const size_t keep = PartialTail(pending_, kDeepseekCallsBegin);
+        out.content += pending_.substr(0, pending_.size() - keep);
+        pending_.erase(0, pending_.size() - keep);
+        return out;
+      }
+      out.content += pending_.substr(0, open);
+      pending_.erase(0, open + kDeepseekCallsBegin.size());
+      in_section_ = true;
+      section_had_call_ = false;
+    }
+    const size_t call = pending_.find(kDeepseekCallBegin);
+    const size_t end = pending_.find(kDeepseekCallsEnd);
+    if (end != std::string::npos && (call == std::string::npos || end < call)) {
+      pending_.erase(0, end + kDeepseekCallsEnd.size());
+      in_section_ = false;
+      continue;
+    }
+    if (call == std::string::npos) return out;  // more of the section to come
+    const size_t close = pending_.find(kDeepseekCallEnd, call);
+    if (close == std::string::npos) return out;
+    const std::string_view block =
+        std::string_view(pending_).substr(call + kDeepseekCallBegin.size(), close - call - kDeepseekCallBegin.size());
+    std::optional<ToolCall> parsed;
+    const size_t sep = block.find(kDeepseekSep);
+    constexpr std::string_view kJsonOpen = "\n```json\n", kJsonClose = "\n```";
+    if (sep != std::string_view::npos) {
+      const std::string_view rest = block.substr(sep + kDeepseekSep.size());
+      const size_t json_open = rest.find(kJsonOpen);
+      if (json_open != std::string_view::npos && json_open > 0 && rest.ends_with(kJsonClose) &&
+          json_open + kJsonOpen.size() <= rest.size() - kJsonClose.size()) {
+        const std::string_view arguments =
+            rest.substr(json_open + kJsonOpen.size(), rest.size() - kJsonClose.size() - json_open - kJsonOpen.size());
+        const std::optional<nlohmann::ordered_json> value = TryParseOrderedJson(arguments);
+        if (value && value->is_object()) parsed = ToolCall{std::string(rest.substr(0, json_open)), value->dump()};
+      }
+    }
+    section_had_call_ = true;
+    if (parsed) {
+      out.calls.push_back(std::move(*parsed));
+    } else {
+      out.content += pending_.substr(call, close + kDeepseekCallEnd.size() - call);
+    }
+    pending_.erase(0, close + kDeepseekCallEnd.size());
+  }
 }
 
 ToolCallParser::Output ToolCallParser::Add(const std::string& text) {
@@ -50,6 +120,7 @@ ToolCallParser::Output ToolCallParser::Add(const std::string& text) {
     out.content = std::exchange(pending_, {});
     return out;
   }
+  if (format_ == ToolCallFormat::kDeepseek) return AddDeepseek();
   if (format_ == ToolCallFormat::kMistral) {
     if (after_marker_) return out;
     const size_t marker = pending_.find(kMistralToolCallsMarker);
@@ -132,6 +203,20 @@ ToolCallParser::Output ToolCallParser::Finish() {
       pending_.clear();
       return out;
     }
+  }
+  if (format_ == ToolCallFormat::kDeepseek) {
+    // A section left open: what is left stays text, with the opening marker when no call of the
+    // section came out (the newlines after its last call are dropped as inside the section).
+    if (!in_section_) {
+      out.content = pending_;
+    } else if (!section_had_call_) {
+      out.content = StrCat(kDeepseekCallsBegin, pending_);
+    } else if (pending_.find_first_not_of(" \n") != std::string::npos) {
+      out.content = pending_;
+    }
+    pending_.clear();
+    in_section_ = false;
+    return out;
   }
   out.content = in_call_ ? StrCat(kOpen, pending_) : pending_;  // an unfinished block stays text
   pending_.clear();

@@ -135,6 +135,7 @@ RequestMessage MapMessage(const json& msg, size_t i) {
   RequestMessage m;
   m.role = role->get<std::string>();
   m.content = ContentParts(msg, i);
+  m.content_null = Field(msg, "content") == nullptr;
   m.reasoning = Reasoning(msg, i);
   if (const json* calls = Field(msg, "tool_calls")) {
     if (!calls->is_array()) Bad("messages", StrCat("'messages[", i, "].tool_calls' must be an array"));
@@ -235,6 +236,7 @@ std::vector<ChatMessage> TemplateConversation(const ChatRequestData& request) {
     ChatMessage m;
     m.role = msg.role == "developer" ? "system" : msg.role;  // the family templates know "system"
     m.content = Join(msg.content, "\n");
+    m.content_null = msg.content_null;
     m.reasoning = msg.reasoning;
     m.tool_calls = msg.tool_calls;
     m.tool_call_id = msg.tool_call_id;
@@ -354,7 +356,9 @@ ToolCallFormat ChatFormat::tool_format() const {
   return chat_template_ ? ToolCallFormatOf(chat_template_->kind()) : ToolCallFormat::kNone;
 }
 
-bool ChatFormat::thinks() const { return chat_template_ && chat_template_->kind() == ChatTemplateKind::kQwen3; }
+ReplyThinking ChatFormat::thinking(bool enable_thinking) const {
+  return chat_template_ ? chat_template_->Thinking(enable_thinking) : ReplyThinking::kNone;
+}
 
 std::vector<int32_t> ChatFormat::RenderChat(const ChatRequestData& request) const {
   if (!has_chat()) {
@@ -514,9 +518,12 @@ json ToolCallDeltaJson(const ToolCallDelta& delta, const std::string& reply_id) 
 ReplyParser::ReplyParser(const ChatFormat& format, bool chat, std::vector<int32_t> stop_tokens, bool tools)
     : format_(format), chat_(chat), stops_(std::move(stop_tokens)), decoder_(format.tokenizer()), tools_(tools) {
   if (chat_ && format.harmony()) harmony_ = std::make_unique<HarmonyParser>(*format.harmony_encoding());
-  if (chat_ && format.thinks()) think_ = std::make_unique<ThinkSplitter>(true);
-  if (chat_ && format.tool_format() == ToolCallFormat::kMistral) {
-    mistral_calls_token_ = format.tokenizer().TokenId(kMistralToolCallsMarker).value_or(-1);
+  // Qwen3's reply may open <think> whether or not thinking was enabled (kMayOpen copes with both).
+  if (chat_ && format.thinking() != ReplyThinking::kNone) think_ = std::make_unique<ThinkSplitter>(format.thinking());
+  if (chat_ && tools_) {
+    for (const std::string_view marker : ToolCallMarkerTokens(format.tool_format())) {
+      if (const std::optional<int32_t> id = format.tokenizer().TokenId(marker)) tool_markers_.emplace_back(*id, marker);
+    }
   }
 }
 
@@ -557,18 +564,23 @@ ReplyParser::Piece ReplyParser::Add(int32_t token) {
   }
   const Tokenizer& tokenizer = format_.tokenizer();
   if (std::find(stops_.begin(), stops_.end(), token) != stops_.end()) return piece;
-  if (tools_ && token == mistral_calls_token_) {
-    piece.content = std::string(kMistralToolCallsMarker);  // for the tool-call parser behind
-    return piece;
+  std::string text;
+  const auto marker = std::find_if(tool_markers_.begin(), tool_markers_.end(),
+                                   [&](const auto& entry) { return entry.first == token; });
+  if (marker != tool_markers_.end()) {
+    // For the tool-call parser behind; what the decoder holds comes first.
+    text = decoder_.Flush() + std::string(marker->second);
+  } else if (!tokenizer.Contains(token) || tokenizer.IsSpecial(token)) {
+    return piece;  // skip_special_tokens
+  } else {
+    text = decoder_.Add(token);
   }
-  if (!tokenizer.Contains(token) || tokenizer.IsSpecial(token)) return piece;  // skip_special_tokens
-  const std::string text = decoder_.Add(token);
   if (think_) {
     auto [reasoning, content] = think_->Add(text);
     piece.reasoning = std::move(reasoning);
     piece.content = std::move(content);
   } else {
-    piece.content = text;
+    piece.content = std::move(text);
   }
   return piece;
 }

@@ -70,6 +70,7 @@ class ApiError : public std::runtime_error {
 struct RequestMessage {
   std::string role;                   // as sent; harmony accepts system/developer/user/assistant/tool
   std::vector<std::string> content;   // text parts (a string content is one part, none is empty)
+  bool content_null = false;          // content null or absent (DeepSeek-V3's template tells)
   std::optional<std::string> reasoning;  // reasoning_content / reasoning
   ApiJson tool_calls;                 // null, or the array as sent; every entry has function.name
   std::string tool_call_id, name;     // "" is absent
@@ -107,7 +108,9 @@ class ChatFormat {
 
   bool harmony() const { return harmony_ != nullptr; }
   bool has_chat() const { return harmony_ || chat_template_.has_value(); }
-  bool thinks() const;  // Qwen3: replies open with a <think> block
+  // How replies begin (Qwen3: a <think> block the model may open; DeepSeek-R1: inside one the
+  // prompt opened); kNone for harmony and the other templates.
+  ReplyThinking thinking(bool enable_thinking = true) const;
   // How replies write tool calls (engine/tool_calls.h); kNone for harmony and completions.
   ToolCallFormat tool_format() const;
   // The prompt ids of a mapped chat request. Throws ApiError 400 for what the format refuses
@@ -203,7 +206,9 @@ class ReplyParser {
   std::unique_ptr<HarmonyParser> harmony_;
   std::unique_ptr<ThinkSplitter> think_;
   bool tools_ = false;
-  int32_t mistral_calls_token_ = -1;     // [TOOL_CALLS], passed on as text when tools_
+  // The tool-call format's marker tokens ([TOOL_CALLS]; DeepSeek's tool▁call markers), passed on
+  // as text when tools_ although decoding would skip a special token.
+  std::vector<std::pair<int32_t, std::string_view>> tool_markers_;
   size_t calls_ = 0;                     // harmony tool calls opened so far
   size_t call_message_ = SIZE_MAX;       // message index of the last opened call
   size_t messages_seen_ = 0;             // closed harmony messages checked for calls

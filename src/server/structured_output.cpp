@@ -169,7 +169,7 @@ std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat&
   const std::string param = forced ? "tool_choice" : "response_format";
   try {
     if (!chat) return vocabulary->JsonSchema(DumpJson(response.schema), format.text_stop_tokens());
-    const bool think = format.thinks() && chat->enable_thinking;
+    const ReplyThinking thinking = format.thinking(chat->enable_thinking);
     // The part of the reply after any reasoning: the answer, or the call in the family's form.
     json body = json::array();
     std::vector<int32_t> ends = format.chat_stop_tokens();
@@ -209,13 +209,39 @@ std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat&
           body = {Token(*marker), Const(" "), Schema(list)};
           break;
         }
+        case ToolCallFormat::kDeepseek: {
+          // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{…}\n```
+          // <｜tool▁call▁end｜><｜tool▁calls▁end｜>: one call, as the template writes it.
+          std::vector<int32_t> markers;
+          for (const std::string_view text : {kDeepseekCallsBegin, kDeepseekCallBegin, kDeepseekSep,
+                                              kDeepseekCallEnd, kDeepseekCallsEnd}) {
+            const std::optional<int32_t> id = format.tokenizer().TokenId(text);
+            if (!id) Bad(param, StrCat("this model's tokenizer has no ", text, " token to call tools with"));
+            markers.push_back(*id);
+          }
+          json calls = json::array();
+          for (const ToolDescription& tool : chat->tools) {
+            if (chat->tool_choice.mode == ToolChoice::kFunction && tool.name != chat->tool_choice.function) continue;
+            calls.push_back(Sequence({Const(tool.name + "\n```json\n"),
+                                      Schema(tool.parameters ? *tool.parameters : json{{"type", "object"}}),
+                                      Const("\n```")}));
+          }
+          body = {Token(markers[0]), Token(markers[1]), Const("function"), Token(markers[2]),
+                  calls.size() == 1 ? calls[0] : json{{"type", "or"}, {"elements", calls}}, Token(markers[3]),
+                  Token(markers[4])};
+          break;
+        }
         case ToolCallFormat::kNone:
           Bad(param, "this model's chat format has no tool calls to force");
       }
     }
     json elements = json::array();
-    if (think) {
+    if (thinking == ReplyThinking::kMayOpen) {
       elements.push_back({{"type", "tag"}, {"begin", "<think>"}, {"content", Reasoning()}, {"end", "</think>"}});
+      elements.push_back(Const("\n\n"));
+    } else if (thinking == ReplyThinking::kOpen) {
+      // The prompt opened the block: the reply is reasoning, </think>, then the answer.
+      elements.push_back({{"type", "tag"}, {"begin", ""}, {"content", Reasoning()}, {"end", "</think>"}});
       elements.push_back(Const("\n\n"));
     }
     for (json& e : body) elements.push_back(std::move(e));

@@ -359,30 +359,30 @@ void Model::LoadLatentAttention(const std::string& p, const LinearPolicy& policy
   }
   LinearSource keys = LinearSource::Tensor(kv_b + " (W_UK^T)", stored.dtype(), transposed.data(), nq_, C, m.nope);
   // FP8 kv_b (DeepSeek-V3): the transposed codes keep their weights' scales, block (b_r, b_c) of
-  // the stored matrix becoming block (b_c, b_r): row c of head h's W_UK^T takes the scales of
-  // stored rows h (P + Vd) + d, one per block_rows of them, in stored column block c / block_cols.
+  // the stored matrix becoming block (b_c, b_r). Row c of head h's W_UK^T holds stored rows
+  // h (P + Vd) + d, d < P, whose scale changes at the stored row blocks' boundaries; those fall
+  // on multiples of width = gcd(block_rows, P + Vd) from every head's first row, so the row takes
+  // one scale per `width` columns (DeepSeek-V3: 128, a block per half head; a small model whose
+  // blocks span several heads: fewer), from stored column block c / block_cols.
   const bool fp8 = stored.dtype() == DType::kF8E4M3;
   std::vector<float> key_scales;
   const TensorView scales = fp8 ? store.Get(p + "self_attn.kv_b_proj.weight_scale_inv") : TensorView{};
   if (fp8) {
     const int64_t block_rows = fp8_->block_rows, block_cols = fp8_->block_cols;
-    if (per_head % block_rows != 0 || m.nope % block_rows != 0) {
-      Fail(path_, ": tensor '", kv_b, "': FP8 row blocks of ", block_rows,
-           " do not align with the heads' key and value rows (qk_nope_head_dim ", m.nope, ", v_head_dim ", m.value, ")");
-    }
-    const int64_t per_row = m.nope / block_rows, scale_cols = scales.shape()[1];
+    const int64_t width = std::gcd(block_rows, per_head);
+    const int64_t per_row = (m.nope + width - 1) / width, scale_cols = scales.shape()[1];
     key_scales.resize(static_cast<size_t>(nq_ * C * per_row));
     for (int64_t h = 0; h < nq_; ++h) {
       for (int64_t c = 0; c < C; ++c) {
         for (int64_t b = 0; b < per_row; ++b) {
-          const int64_t stored_block_row = ((q0 + h) * per_head) / block_rows + b;
+          const int64_t stored_block_row = ((q0 + h) * per_head + b * width) / block_rows;
           float s;
           std::memcpy(&s, scales.data + (stored_block_row * scale_cols + c / block_cols) * sizeof(float), sizeof(float));
           key_scales[static_cast<size_t>((h * C + c) * per_row + b)] = s;
         }
       }
     }
-    keys.fp8_block_cols = block_rows;
+    keys.fp8_block_cols = width;
     for (int64_t row = 0; row < nq_ * C; ++row) {
       keys.row_scales.push_back(reinterpret_cast<const uint8_t*>(&key_scales[static_cast<size_t>(row * per_row)]));
     }

@@ -1,4 +1,5 @@
-// The shipped trained models (models/tiny-gpt-oss, models/tiny-llama; tools/train_tiny_models.py)
+// The shipped trained models (models/tiny-gpt-oss, models/tiny-llama, models/tiny-deepseek;
+// tools/train_tiny_models.py)
 // against Hugging Face transformers float32 eager references made by
 // tools/make_trained_goldens.py (tests/data/trained/): issue 15 points 3, 4 and 6.
 //  - Perplexity of tests/data/trained/heldout_sample.txt (held-out Python standard library
@@ -118,7 +119,7 @@ TEST_P(TrainedModel, FastPathsStayWithinTheRecordedBounds) {
 
 // Speculation is lossless on a trained model: greedy output with --spec ngram equals plain greedy
 // decoding, on a prompt that invites copying (a block quoted twice) and one that does not, and
-// the copying prompt accepts drafts.
+// the copying prompt proposes drafts (and, for the models that copy, accepts some).
 TEST_P(TrainedModel, NgramSpeculationKeepsGreedyOutput) {
   const auto model = Model::Load(kModels + GetParam(), Fast(false));
   const Tokenizer tok = Tokenizer::FromModelDir(kModels + GetParam());
@@ -142,13 +143,18 @@ TEST_P(TrainedModel, NgramSpeculationKeepsGreedyOutput) {
     }
     EXPECT_EQ(spec_tokens, plain);
     if (text == copying) {
-      EXPECT_GT(stats.accepted, 0) << "no draft accepted on a copying prompt";
+      EXPECT_GT(stats.proposed, 0) << "no draft proposed on a copying prompt";
+      // tiny-deepseek does not continue class C with the quoted block (its greedy reply is a
+      // docstring), so its drafts are rightly refused; the other two copy it.
+      if (GetParam() != "tiny-deepseek") EXPECT_GT(stats.accepted, 0) << "no draft accepted on a copying prompt";
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shipped, TrainedModel, ::testing::Values("tiny-gpt-oss", "tiny-llama"),
-                         [](const auto& info) { return info.param == "tiny-gpt-oss" ? "GptOss" : "Llama"; });
+INSTANTIATE_TEST_SUITE_P(Shipped, TrainedModel, ::testing::Values("tiny-gpt-oss", "tiny-llama", "tiny-deepseek"),
+                         [](const auto& info) {
+                           return info.param == "tiny-gpt-oss" ? "GptOss" : info.param == "tiny-llama" ? "Llama" : "Deepseek";
+                         });
 
 }  // namespace
 }  // namespace tessera

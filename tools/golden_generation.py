@@ -59,3 +59,25 @@ def greedy_and_logits(model, prompt, new_tokens, eos_ids, bos_id, label):
     top2 = torch.topk(logits[P - 1:-1], 2, -1).values
     margins = (top2[:, 0] - top2[:, 1]).tolist()
     return seq, greedy, logits, cache_err, margins
+
+
+def route_deepseek_v3_like_deepseek():
+    """Makes transformers 4.57.1's DeepseekV3TopkRouter mask the experts of unchosen groups with
+    -inf, as DeepSeek-V3's own inference/model.py (Gate.forward) and tessera do, instead of 0.0
+    (transformers issue #45440): with a negative e_score_correction_bias a biased score can be
+    below 0.0, and HF would then choose a masked expert. The trained DeepSeek model is trained and
+    its goldens made under this rule (deepseek.md section 6)."""
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as v3
+
+    @torch.no_grad()
+    def get_topk_indices(self, scores):
+        scores_for_choice = scores.view(-1, self.n_routed_experts) + self.e_score_correction_bias.unsqueeze(0)
+        per_group = self.n_routed_experts // self.n_group
+        group_scores = scores_for_choice.view(-1, self.n_group, per_group).topk(2, dim=-1)[0].sum(dim=-1)
+        group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1, sorted=False)[1]
+        group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
+        score_mask = group_mask.unsqueeze(-1).expand(-1, self.n_group, per_group).reshape(-1, self.n_routed_experts)
+        scores_for_choice = scores_for_choice.masked_fill(~score_mask.bool(), float("-inf"))
+        return torch.topk(scores_for_choice, k=self.top_k, dim=-1, sorted=False)[1]
+
+    v3.DeepseekV3TopkRouter.get_topk_indices = get_topk_indices

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Reference data for the shipped trained models (models/tiny-gpt-oss, models/tiny-llama), from
-Hugging Face transformers in float32 (eager attention), for tests/trained_model_test.cpp:
+"""Reference data for the shipped trained models (models/tiny-gpt-oss, models/tiny-llama,
+models/tiny-deepseek), from Hugging Face transformers in float32 (eager attention), for
+tests/trained_model_test.cpp. tiny-deepseek's FP8 block weights are decoded here (transformers
+4.57.1 loads FP8 checkpoints only on a GPU) and its router masks unchosen groups with -inf as
+DeepSeek's code does (golden_generation.route_deepseek_v3_like_deepseek):
 
   tests/data/trained/heldout_sample.txt   the first held-out files of the training corpus
                                           (tools/train_tiny_models.py), about 24 KB
@@ -13,7 +16,7 @@ Hugging Face transformers in float32 (eager attention), for tests/trained_model_
       a Python prompt, its 32-token greedy continuation (full forward passes, no cache) and the
       float32 logits of prompt + continuation
 
-Usage: tools/.venv/bin/python tools/make_trained_goldens.py [--corpus build/train/corpus]
+Usage: tools/.venv/bin/python tools/make_trained_goldens.py [--corpus build/train/corpus] [--only NAME]
 """
 import argparse
 import json
@@ -26,7 +29,8 @@ from tokenizers import Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "data", "trained")
-MODELS = {"tiny-gpt-oss": transformers.GptOssForCausalLM, "tiny-llama": transformers.LlamaForCausalLM}
+MODELS = {"tiny-gpt-oss": transformers.GptOssForCausalLM, "tiny-llama": transformers.LlamaForCausalLM,
+          "tiny-deepseek": transformers.DeepseekV3ForCausalLM}
 WINDOWS = [(256, 256), (256, 64), (1024, 1024)]
 SAMPLE_BYTES = 24000
 PROMPT = "import os\nimport sys\n\n\ndef main(argv):\n    \"\"\"Print the size of every file named on the command line.\"\"\"\n"
@@ -79,9 +83,33 @@ def greedy(model, prompt_ids):
     return seq[0].tolist(), logits, min(margins)
 
 
+def load_model(name, cls, model_dir):
+    if name != "tiny-deepseek":
+        return cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").float().eval()
+    from safetensors.torch import load_file
+    from golden_generation import route_deepseek_v3_like_deepseek
+    from make_deepseek_golden import fp8_dequantize
+    route_deepseek_v3_like_deepseek()
+    config = transformers.AutoConfig.from_pretrained(model_dir)
+    assert config.quantization_config["weight_block_size"] == [128, 128], config.quantization_config
+    del config.quantization_config
+    config._attn_implementation = "eager"
+    model = cls(config)
+    stored = load_file(os.path.join(model_dir, "model.safetensors"))
+    values = {}
+    for key, value in stored.items():
+        if key.endswith("_scale_inv"):
+            continue
+        scale = stored.get(key + "_scale_inv")
+        values[key] = fp8_dequantize(value, scale, 128) if scale is not None else value.float()
+    model.load_state_dict(values)
+    return model.float().eval()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--corpus", default=os.path.join(ROOT, "build", "train", "corpus"))
+    p.add_argument("--only", choices=sorted(MODELS))
     args = p.parse_args()
     torch.manual_seed(0)
     os.makedirs(OUT, exist_ok=True)
@@ -89,9 +117,11 @@ def main():
     with open(os.path.join(OUT, "heldout_sample.txt"), "w", encoding="utf-8") as f:
         f.write(text)
     for name, cls in MODELS.items():
+        if args.only and name != args.only:
+            continue
         model_dir = os.path.join(ROOT, "models", name)
         tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
-        model = cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").float().eval()
+        model = load_model(name, cls, model_dir)
         ids = tok.encode(text).ids
         out = os.path.join(OUT, name)
         os.makedirs(out, exist_ok=True)

@@ -7,6 +7,16 @@ complete Hugging Face directories under models/ (issue 15).
                         stored as MXFP4 blocks + scales (post-training quantization; the held-out
                         loss before and after is recorded), everything else BF16.
   models/tiny-llama     LlamaForCausalLM twin: dense, same tokenizer, data, steps and seed.
+  models/tiny-deepseek  DeepseekV3ForCausalLM (deepseek.md): MLA with q_lora_rank and a latent KV
+                        cache, YaRN rope (factor 4, mscale 1.0 / mscale_all_dim 1.0, interleaved
+                        pairs), a dense first layer, then sigmoid-scored noaux_tc MoE (8 experts in
+                        4 groups, top-2 of 2 groups, one shared expert, routed_scaling_factor 2.5);
+                        the router's e_score_correction_bias is trained the way DeepSeek-V3 trains
+                        it (auxiliary-loss-free balancing: after each step, bias += 0.001 *
+                        sign(mean load - expert load)); every linear weight but the router is
+                        stored as DeepSeek-V3 ships it, float8_e4m3fn with a float32
+                        weight_scale_inv per 128 x 128 block (post-training quantization; the
+                        held-out loss before and after is recorded), the rest BF16.
 
 Text: the Python standard library sources of Debian 12's python3.11 packages
 (libpython3.11-minimal / libpython3.11-stdlib, /usr/lib/python3.11/**/*.py without the test
@@ -20,7 +30,7 @@ library (Llama 3's split regex, ByteLevel bytes, no normalizer), plus harmony's 
 (<|endoftext|> separates files in the training stream).
 
 Usage (tools/.venv, tools/requirements.txt):
-  tools/.venv/bin/python tools/train_tiny_models.py [--work DIR] [--steps N] [--only llama|gpt-oss]
+  tools/.venv/bin/python tools/train_tiny_models.py [--work DIR] [--steps N] [--only llama|gpt-oss|deepseek]
 Resumable: checkpoints go to WORK/<model>/ckpt.pt every --save-every steps and a rerun continues
 from the last one; the corpus, tokenizer and finished models are reused. Seeds are fixed, so a
 rerun from scratch reproduces the loss curve (torch CPU kernels with 2 threads).
@@ -191,14 +201,65 @@ def gpt_oss_config(tok):
         output_router_logits=False, hidden_act="silu")
 
 
+def deepseek_config(tok):
+    config = common_config(tok)
+    del config["head_dim"]  # MLA: qk_nope_head_dim + qk_rope_head_dim, v_head_dim
+    config["num_key_value_heads"] = HEADS
+    return transformers.DeepseekV3Config(
+        **config, intermediate_size=768, moe_intermediate_size=128, n_routed_experts=8, n_shared_experts=1,
+        num_experts_per_tok=2, n_group=4, topk_group=2, norm_topk_prob=True, routed_scaling_factor=2.5,
+        first_k_dense_replace=1, q_lora_rank=128, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16,
+        v_head_dim=32, hidden_act="silu", max_position_embeddings=4 * SEQ * 4, rope_theta=10000.0,
+        rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4 * SEQ,
+                      "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0},
+        rope_interleave=True, tie_word_embeddings=False, attention_bias=False)
+
+
+MODEL_CLASSES = {"llama": transformers.LlamaForCausalLM, "gpt-oss": transformers.GptOssForCausalLM,
+                 "deepseek": transformers.DeepseekV3ForCausalLM}
+MODEL_NAMES = {"llama": "tiny-llama", "gpt-oss": "tiny-gpt-oss", "deepseek": "tiny-deepseek"}
+
+
 def make_model(kind, tok):
-    if kind == "llama":
-        config = llama_config(tok)
-        config._attn_implementation = "eager"
-        return transformers.LlamaForCausalLM(config)
-    config = gpt_oss_config(tok)
+    if kind == "deepseek":
+        from golden_generation import route_deepseek_v3_like_deepseek
+        route_deepseek_v3_like_deepseek()
+    config = {"llama": llama_config, "gpt-oss": gpt_oss_config, "deepseek": deepseek_config}[kind](tok)
     config._attn_implementation = "eager"
-    return transformers.GptOssForCausalLM(config)
+    return MODEL_CLASSES[kind](config)
+
+
+class BiasBalancer:
+    """DeepSeek-V3's auxiliary-loss-free load balancing (its technical report, section 2.1.2): the
+    routers' chosen experts are counted during the step, then each e_score_correction_bias moves
+    by `speed` towards the mean load (sign of the difference). The bias only chooses experts; the
+    gate weights stay the unbiased sigmoid scores."""
+
+    def __init__(self, model, speed=1e-3):
+        self.speed = speed
+        self.loads = {}
+        self.routers = [layer.mlp.gate for layer in model.model.layers if hasattr(layer.mlp, "gate")
+                        and hasattr(layer.mlp.gate, "e_score_correction_bias")]
+        for router in self.routers:
+            router.register_forward_hook(self._count)
+
+    def _count(self, router, inputs, output):
+        if not router.training:
+            return
+        indices = output[0]  # (topk_indices, topk_weights)
+        load = torch.bincount(indices.reshape(-1), minlength=router.n_routed_experts).float()
+        self.loads[id(router)] = self.loads.get(id(router), 0) + load
+
+    @torch.no_grad()
+    def step(self):
+        for router in self.routers:
+            load = self.loads.pop(id(router), None)
+            if load is not None:
+                router.e_score_correction_bias += self.speed * torch.sign(load.mean() - load)
+
+    def imbalance(self):
+        """max load / mean load of the last counted step, per router (before step() clears it)."""
+        return [round((l.max() / l.mean()).item(), 3) for l in self.loads.values()]
 
 
 def lr_at(step, steps, peak=3e-3, warmup=100):
@@ -233,6 +294,7 @@ def train(kind, work, tok, train_ids, windows, steps, save_every):
     torch.manual_seed(1234)
     model = make_model(kind, tok)
     model.train()
+    balancer = BiasBalancer(model) if kind == "deepseek" else None
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
     other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
@@ -244,6 +306,7 @@ def train(kind, work, tok, train_ids, windows, steps, save_every):
         opt.load_state_dict(saved["opt"])
         state = saved["state"]
         log(f"{kind}: resuming at step {state['step']}")
+    state.setdefault("torch_threads", torch.get_num_threads())  # of the training run (a resumed export may differ)
     params = sum(p.numel() for p in model.parameters())
     log(f"{kind}: {params / 1e6:.2f} M parameters, {steps} steps of {BATCH} x {SEQ} tokens")
     gen = np.random.default_rng(4321)
@@ -266,6 +329,9 @@ def train(kind, work, tok, train_ids, windows, steps, save_every):
         total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        imbalance = balancer.imbalance() if balancer else None
+        if balancer:
+            balancer.step()
         state["step"] += 1
         now = time.time()
         state["seconds"] += now - t_last
@@ -277,7 +343,8 @@ def train(kind, work, tok, train_ids, windows, steps, save_every):
             state["heldout"].append([state["step"], round(h, 4)])
             rate = state["step"] * BATCH * SEQ / max(state["seconds"], 1e-9)
             log(f"{kind}: step {state['step']}/{steps} train {loss.item():.3f} held-out {h:.3f} "
-                f"({rate:.0f} tokens/s, {state['seconds'] / 60:.1f} min)")
+                f"({rate:.0f} tokens/s, {state['seconds'] / 60:.1f} min)"
+                + (f" expert load max/mean {imbalance}" if imbalance else ""))
         if state["step"] % save_every == 0 or state["step"] == steps:
             tmp = ckpt + ".tmp"
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state}, tmp)
@@ -331,8 +398,32 @@ def write_tokenizer_files(out, work):
                    "model_max_length": 4 * SEQ}, f, indent=2)
 
 
+FP8_BLOCK = 128  # DeepSeek-V3's weight_block_size
+
+
+def fp8_checkpoint(model):
+    """DeepSeek-V3's storage (deepseek.md section 7): every Linear weight but the router's as
+    float8_e4m3fn codes + float32 weight_scale_inv per 128 x 128 block (make_deepseek_golden.py's
+    weight_quant), the rest BF16 (e_score_correction_bias float32, as V3 ships it). Returns the
+    stored tensors and the float32 state dict they decode to."""
+    from make_deepseek_golden import fp8_dequantize, fp8_quantize, is_linear
+    stored, decoded = {}, {}
+    for name, value in model.state_dict().items():
+        value = value.detach().float()
+        if is_linear(name):
+            codes, scale_inv = fp8_quantize(value, FP8_BLOCK)
+            stored[name], stored[name + "_scale_inv"] = codes.contiguous(), scale_inv.contiguous()
+            decoded[name] = fp8_dequantize(codes, scale_inv, FP8_BLOCK)
+        elif name.endswith("e_score_correction_bias"):
+            stored[name] = decoded[name] = value.contiguous()
+        else:
+            stored[name] = value.to(torch.bfloat16).contiguous()
+            decoded[name] = stored[name].float()
+    return stored, decoded
+
+
 def export(kind, work, model, state, tok, windows, code_windows, record):
-    name = "tiny-llama" if kind == "llama" else "tiny-gpt-oss"
+    name = MODEL_NAMES[kind]
     out = os.path.join(ROOT, "models", name)
     tmp = out + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -343,29 +434,39 @@ def export(kind, work, model, state, tok, windows, code_windows, record):
     bf16 = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
     info = {"model": name, "steps": state["step"], "batch": BATCH, "sequence": SEQ,
             "tokens_seen": state["step"] * BATCH * SEQ, "train_seconds": round(state["seconds"], 1),
-            "torch_threads": torch.get_num_threads(), "train_loss_curve": state["curve"],
+            "torch_threads": state.get("torch_threads", torch.get_num_threads()), "train_loss_curve": state["curve"],
             "heldout_curve": state["heldout"], "heldout_loss_float32": round(trained_loss, 5),
             "heldout_code_loss_float32": round(trained_code_loss, 5),
             "heldout_code": f"the held-out files without {sorted(PROSE)} (English prose)",
             "generator": {"torch": torch.__version__, "transformers": transformers.__version__},
             "corpus": {k: record[k] for k in ("source", "licence", "heldout_rule", "train", "heldout")}}
-    if kind == "llama":
-        bf16.pop("lm_head.weight", None)  # tied to model.embed_tokens.weight
-        config = model.config.to_dict()
-    else:
+    config = model.config.to_dict()
+    decoded = None  # the float32 weights the stored checkpoint decodes to, where HF cannot load it
+    if kind == "gpt-oss":
         for key in [k for k in bf16 if k.endswith("mlp.experts.gate_up_proj") or k.endswith("mlp.experts.down_proj")]:
             w = model.state_dict()[key].float()  # HF layout [E, in, out]
             blocks, scales = quantize_mxfp4(w.transpose(1, 2).contiguous())  # checkpoint rows = outputs
             del bf16[key]
             bf16[key + "_blocks"] = blocks
             bf16[key + "_scales"] = scales
-        config = model.config.to_dict()
         config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
             "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    elif kind == "deepseek":
+        # transformers 4.57.1 loads FP8 block checkpoints only on a GPU, so the stored model is
+        # measured through its decoded weights.
+        bf16, decoded = fp8_checkpoint(model)
+        config["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                         "weight_block_size": [FP8_BLOCK, FP8_BLOCK]}
+        info["expert_bias_range"] = [round(min(v.min().item() for k, v in decoded.items()
+                                               if k.endswith("e_score_correction_bias")), 4),
+                                     round(max(v.max().item() for k, v in decoded.items()
+                                               if k.endswith("e_score_correction_bias")), 4)]
+    else:
+        bf16.pop("lm_head.weight", None)  # tied to model.embed_tokens.weight
     for k in ("_attn_implementation_autoset", "_name_or_path", "transformers_version"):
         config.pop(k, None)
     config["torch_dtype"] = "bfloat16"
-    config["architectures"] = ["LlamaForCausalLM" if kind == "llama" else "GptOssForCausalLM"]
+    config["architectures"] = [MODEL_CLASSES[kind].__name__]
     config["use_cache"] = True
     config["output_router_logits"] = False
     save_file(bf16, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
@@ -377,13 +478,18 @@ def export(kind, work, model, state, tok, windows, code_windows, record):
                    "temperature": 0.7, "top_p": 0.95}, f, indent=2)
     write_tokenizer_files(tmp, work)
     # What the stored checkpoint gives, loaded back by transformers (float32, eager).
-    cls = transformers.LlamaForCausalLM if kind == "llama" else transformers.GptOssForCausalLM
-    reloaded = cls.from_pretrained(tmp, dtype=torch.float32, attn_implementation="eager").float().eval()
+    if decoded is None:
+        reloaded = MODEL_CLASSES[kind].from_pretrained(tmp, dtype=torch.float32, attn_implementation="eager")
+    else:
+        reloaded = make_model(kind, tok)
+        reloaded.load_state_dict(decoded)
+    reloaded = reloaded.float().eval()
     info["heldout_loss_stored"] = round(heldout_loss(reloaded, windows), 5)
     info["heldout_code_loss_stored"] = round(heldout_loss(reloaded, code_windows), 5)
-    if kind == "gpt-oss":
-        info["mxfp4_loss_cost"] = round(info["heldout_loss_stored"] - trained_loss, 5)
-        info["mxfp4_code_loss_cost"] = round(info["heldout_code_loss_stored"] - trained_code_loss, 5)
+    if kind != "llama":
+        cost = "mxfp4" if kind == "gpt-oss" else "fp8"
+        info[f"{cost}_loss_cost"] = round(info["heldout_loss_stored"] - trained_loss, 5)
+        info[f"{cost}_code_loss_cost"] = round(info["heldout_code_loss_stored"] - trained_code_loss, 5)
     info["checkpoint_bytes"] = os.path.getsize(os.path.join(tmp, "model.safetensors"))
     info["parameters"] = sum(p.numel() for p in model.parameters())
     with open(os.path.join(tmp, "training.json"), "w") as f:
@@ -400,7 +506,7 @@ def main():
     p.add_argument("--work", default=os.path.join(ROOT, "build", "train"))
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--save-every", type=int, default=100)
-    p.add_argument("--only", choices=["llama", "gpt-oss"])
+    p.add_argument("--only", choices=["llama", "gpt-oss", "deepseek"])
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -413,7 +519,7 @@ def main():
     heldout_ids = token_stream(args.work, corpus, tok, "heldout")
     windows = eval_windows(heldout_ids)
     code_windows = eval_windows(token_stream(args.work, corpus, tok, "heldout_code"))
-    for kind in ["gpt-oss", "llama"]:
+    for kind in ["gpt-oss", "llama", "deepseek"]:
         if args.only and kind != args.only:
             continue
         model, state = train(kind, args.work, tok, train_ids, windows, args.steps, args.save_every)

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/chat_formats.h"
+#include "engine/tool_calls.h"
 #include "io/json_util.h"
 
 namespace tessera::chat_internal {
@@ -18,11 +19,9 @@ using Json = nlohmann::ordered_json;
 constexpr std::string_view kUser = "<｜User｜>";
 constexpr std::string_view kAssistant = "<｜Assistant｜>";
 constexpr std::string_view kEndOfSentence = "<｜end▁of▁sentence｜>";
-constexpr std::string_view kCallsBegin = "<｜tool▁calls▁begin｜>";
-constexpr std::string_view kCallsEnd = "<｜tool▁calls▁end｜>";
-constexpr std::string_view kCallBegin = "<｜tool▁call▁begin｜>";
-constexpr std::string_view kCallEnd = "<｜tool▁call▁end｜>";
-constexpr std::string_view kSep = "<｜tool▁sep｜>";
+// The call markers are those the reply parser reads (engine/tool_calls.h).
+constexpr std::string_view kCallsBegin = kDeepseekCallsBegin, kCallsEnd = kDeepseekCallsEnd;
+constexpr std::string_view kCallBegin = kDeepseekCallBegin, kCallEnd = kDeepseekCallEnd, kSep = kDeepseekSep;
 constexpr std::string_view kOutputsBegin = "<｜tool▁outputs▁begin｜>";
 constexpr std::string_view kOutputsEnd = "<｜tool▁outputs▁end｜>";
 constexpr std::string_view kOutputBegin = "<｜tool▁output▁begin｜>";
@@ -39,10 +38,6 @@ std::string_view PyTypeName(const Json& value) {
     case Json::value_t::string: return "str";
     default: return "int";
   }
-}
-
-[[noreturn]] void Raise(std::string_view kind, std::string_view message, size_t index, const ChatMessage& m) {
-  Fail(kind, " chat template: ", message, " (message ", index, ", role ", Quote(m.role), ")");
 }
 
 // A message's content where the template concatenates it: null content is Python's TypeError.

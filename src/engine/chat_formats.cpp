@@ -33,10 +33,6 @@ constexpr std::string_view kMistralIds = "Tool call IDs should be alphanumeric s
 constexpr std::string_view kMistralRoles =
     "Only user and assistant roles are supported, with the exception of an initial optional system message!";
 
-[[noreturn]] void Raise(std::string_view kind, std::string_view message, size_t index, const ChatMessage& m) {
-  Fail(kind, " chat template: ", message, " (message ", index, ", role ", Quote(m.role), ")");
-}
-
 // A string member of a tool call's function object, required where the template concatenates it.
 const std::string& StringField(const Json& object, const char* key, std::string_view kind, size_t index,
                                const ChatMessage& m) {
@@ -85,6 +81,10 @@ const Json& QwenFunction(const Json& call, bool truthy_test) {
 }
 
 }  // namespace
+
+void Raise(std::string_view kind, std::string_view message, size_t index, const ChatMessage& m) {
+  Fail(kind, " chat template: ", message, " (message ", index, ", role ", Quote(m.role), ")");
+}
 
 std::string RenderLlama31(const RenderInput& in) {
   constexpr std::string_view kKind = "llama3.1";

@@ -32,6 +32,9 @@ std::string RenderDeepseekV2(const RenderInput& in);
 std::string RenderDeepseekV3(const RenderInput& in);
 std::string RenderDeepseekR1(const RenderInput& in);
 
+// "<kind> chat template: <message> (message <index>, role "<role>")": a template's error.
+[[noreturn]] void Raise(std::string_view kind, std::string_view message, size_t index, const ChatMessage& m);
+
 // json.dumps(value, ensure_ascii=False[, indent=indent]) as transformers' tojson filter calls it:
 // separators ", " / ": " (with indent: "," at line ends), object keys in stored order, floats as
 // Python's repr, control characters as \u00XX, everything else (non-ASCII too) as is.

@@ -161,7 +161,7 @@ TEST(SynthPresets, UnknownPresetIsAnError) {
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "unknown preset 'gpt-oss-7b' (known: tiny, gpt-oss-20b, gpt-oss-120b, llama-3.1-8b, mistral-7b, "
-                 "qwen2.5-7b, qwen3-8b, qwen3-30b-a3b, tiny-llama, tiny-qwen3, tiny-qwen3-moe, deepseek-v2-lite, deepseek-v3, tiny-deepseek-v2, tiny-deepseek-v3)");
+                 "qwen2.5-7b, qwen3-8b, qwen3-30b-a3b, tiny-llama, tiny-qwen3, tiny-qwen3-moe, deepseek-v2-lite, deepseek-v3, kimi-k2, tiny-deepseek-v2, tiny-deepseek-v3)");
   }
 }
 
@@ -404,6 +404,34 @@ TEST(SynthFamilies, RealPresetsMatchThePublishedCheckpoints) {
     EXPECT_EQ(specs.size(), e.tensors) << e.preset;
     EXPECT_EQ(params, e.parameters) << e.preset;
   }
+}
+
+// Kimi-K2 loads through the deepseek_v3 row (its model_type "kimi_k2" names DeepSeek-V3's code):
+// 1.03 T parameters, about 32.9 B of them read per token (the published "1T total, 32B
+// activated"), counted from the row's tensor description.
+TEST(SynthFamilies, KimiK2IsTheDeepseekV3Row) {
+  const nlohmann::json json = SynthPresetConfigJson("kimi-k2");
+  EXPECT_EQ(json["model_type"], "kimi_k2");
+  const ModelConfig config = ParseModelConfig(json.dump(), "kimi-k2");
+  EXPECT_EQ(config.model_type, "deepseek_v3");
+  EXPECT_EQ(ModelConfigToJson(config)["model_type"], "kimi_k2");  // written back as stored
+  EXPECT_NO_THROW(ValidateModelConfig(config, "kimi-k2"));
+  uint64_t params = 0, fp8 = 0;
+  for (const TensorSpec& s : ModelTensorSpecs(config)) {
+    if (s.name.ends_with("_scale_inv")) continue;  // FP8 block scales: not weights
+    params += s.parameters();
+    if (s.dtype == DType::kF8E4M3) fp8 += s.parameters();
+  }
+  // Embedding + lm_head, 61 MLA layers (q_a, q_b, kv_a, kv_b, o), one dense MLP, 60 MoE layers
+  // of 384 routed + 1 shared experts with their routers and biases, norms.
+  const uint64_t H = 7168, V = 163840, heads = 64, layers = 61;
+  const uint64_t attention = H * 1536 + 1536 * heads * 192 + H * 576 + 512 * heads * 256 + heads * 128 * H;
+  const uint64_t norms = layers * (2 * H + 1536 + 512) + H;
+  const uint64_t expert = 3 * H * 2048;
+  const uint64_t expected = 2 * V * H + layers * attention + 3 * H * 18432 + 60 * (385 * expert + 384 * H + 384) + norms;
+  EXPECT_EQ(params, expected);
+  EXPECT_GT(params, 1'000'000'000'000u);
+  EXPECT_EQ(fp8, layers * attention + 3 * H * 18432 + 60 * 385 * expert);
 }
 
 // Every family preset writes a directory the loader takes, and inspect's description agrees.

@@ -955,15 +955,26 @@ json ParseTopObject(const std::string& text, const std::string& source) {
 
 }  // namespace
 
+// model_types that ship their own modelling code for an architecture the tables describe, with
+// the same config keys: Kimi-K2's "kimi_k2" is DeepSeek-V3's code (its architectures entry is
+// DeepseekV3ForCausalLM; deepseek.md §1). config.raw keeps the stored spelling.
+std::string CanonicalModelType(std::string model_type) {
+  if (model_type == "kimi_k2") return "deepseek_v3";
+  return model_type;
+}
+
 ModelConfig ParseModelConfig(const std::string& json_text, const std::string& source) {
   json obj = ParseTopObject(json_text, source);
   std::string model_type;
-  if (const json* mt = Lookup(obj, "model_type"); mt != nullptr && mt->is_string()) model_type = mt->get<std::string>();
+  if (const json* mt = Lookup(obj, "model_type"); mt != nullptr && mt->is_string()) {
+    model_type = CanonicalModelType(mt->get<std::string>());
+  }
   const uint32_t arch = ArchBit(model_type);
 
   ModelConfig config;
   config.model_type = model_type;
   ReadFields(Fields(), obj, config, Ctx{&source, "", &obj, arch}, model_type);
+  config.model_type = model_type;  // the field table reads the stored spelling
   DeriveDefaults(config, obj, arch, source);
   CheckRelations(config, source);
   config.raw = std::move(obj);
@@ -986,7 +997,13 @@ ModelConfig LoadModelConfig(const std::string& dir) {
 }
 
 nlohmann::json ModelConfigToJson(const ModelConfig& config) {
-  return WriteFields(Fields(), config, config.raw, ArchBit(config.model_type));
+  json out = WriteFields(Fields(), config, config.raw, ArchBit(config.model_type));
+  // A checkpoint written back keeps its own model_type ("kimi_k2"), which names the same code.
+  if (const json* stored = Lookup(config.raw, "model_type"); stored != nullptr && stored->is_string() &&
+      CanonicalModelType(stored->get<std::string>()) == config.model_type) {
+    out["model_type"] = *stored;
+  }
+  return out;
 }
 
 // DeepSeek-V2/V3 (deepseek.md §1, §5): what the MLA and DeepSeekMoE blocks need of the config.

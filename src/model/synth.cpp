@@ -28,7 +28,7 @@ const std::vector<std::string>& SynthPresetNames() {
   static const std::vector<std::string> names = {"tiny",      "gpt-oss-20b", "gpt-oss-120b",  "llama-3.1-8b",
                                                  "mistral-7b", "qwen2.5-7b", "qwen3-8b",      "qwen3-30b-a3b",
                                                  "tiny-llama", "tiny-qwen3", "tiny-qwen3-moe", "deepseek-v2-lite",
-                                                 "deepseek-v3",      "tiny-deepseek-v2", "tiny-deepseek-v3"};
+                                                 "deepseek-v3",      "kimi-k2",   "tiny-deepseek-v2", "tiny-deepseek-v3"};
   return names;
 }
 
@@ -257,6 +257,26 @@ nlohmann::json DeepseekV3Config() {
   return c;
 }
 
+// Kimi-K2-Instruct (deepseek.md §1): DeepSeek-V3's code under model_type "kimi_k2" with 64 heads,
+// 384 experts without groups, one dense layer, YaRN factor 32 with beta_fast 1 (the July
+// release; the 0905 one has factor 64 over 262144 positions), rope theta 50000, a 163840-entry
+// vocabulary, FP8 blocks as DeepSeek-V3. Values the reference marks unverified are these
+// single-sourced ones: the factor, max_position_embeddings and rms_norm_eps (1e-6 here).
+nlohmann::json KimiK2Config() {
+  nlohmann::json c = DeepseekV3Config();
+  c.update({{"model_type", "kimi_k2"}, {"num_attention_heads", 64}, {"num_key_value_heads", 64},
+            {"n_routed_experts", 384}, {"first_k_dense_replace", 1}, {"n_group", 1}, {"topk_group", 1},
+            {"routed_scaling_factor", 2.827}, {"rope_theta", 50000.0}, {"max_position_embeddings", 131072},
+            {"vocab_size", 163840}, {"bos_token_id", 163584}, {"eos_token_id", 163585},
+            {"num_nextn_predict_layers", 0}});
+  c["auto_map"] = {{"AutoConfig", "configuration_deepseek.DeepseekV3Config"},
+                   {"AutoModel", "modeling_deepseek.DeepseekV3Model"},
+                   {"AutoModelForCausalLM", "modeling_deepseek.DeepseekV3ForCausalLM"}};
+  c["rope_scaling"] = {{"beta_fast", 1.0}, {"beta_slow", 1.0}, {"factor", 32.0}, {"mscale", 1.0},
+                       {"mscale_all_dim", 1.0}, {"original_max_position_embeddings", 4096}, {"type", "yarn"}};
+  return c;
+}
+
 // Tiny DeepSeek models for tests and the CLI: every switch of the family at test sizes. v2:
 // group_limited_greedy over 2 groups, no q_lora; v3: q_lora, sigmoid noaux_tc routing with 2
 // groups, renormalised weights scaled by 2.5.
@@ -325,6 +345,7 @@ nlohmann::json SynthPresetConfigJson(std::string_view preset) {
   if (preset == "tiny-qwen3-moe") return Tiny(QwenConfig("qwen3_moe"));
   if (preset == "deepseek-v2-lite") return DeepseekV2LiteConfig();
   if (preset == "deepseek-v3") return DeepseekV3Config();
+  if (preset == "kimi-k2") return KimiK2Config();
   if (preset == "tiny-deepseek-v2") return TinyDeepseek(false);
   if (preset == "tiny-deepseek-v3") return TinyDeepseek(true);
   if (preset == "gpt-oss-20b") return GptOssConfig(24, 32);

@@ -2,8 +2,9 @@
 // model's own shapes, through the format's Multiply over every column on GlobalPool(), against
 // the read bandwidth measured in the same run:
 //   read_bandwidth/threads:T            the streaming ceiling (bench/ceilings.h)
-//   fp8/<shape>/m:M/threads:T           weight_GB (codes + block scales per second), bw_frac
-// Shapes: the dense MLP's gate/up (18432 x 7168) and down (7168 x 18432), blocks of 128 x 128.
+//   <format>/<shape>/m:M/threads:T      weight_GB (codes + block scales per second), bw_frac
+// Formats: fp8 (the exact path: f32 activations times the dequantized weights) and fp8-bf16 (the
+// fast path: bfloat16 activations, kernels.h matmul_fp8_bf16). Shapes: the dense MLP's gate/up (18432 x 7168) and down (7168 x 18432), blocks of 128 x 128.
 // Decode-sized runs cycle through copies of the weights totalling >= 1 GiB, so they stream from
 // DRAM.
 //
@@ -33,18 +34,19 @@ struct Shape {
 constexpr Shape kShapes[] = {{"gate_up_18432x7168", 18432, 7168}, {"down_7168x18432", 7168, 18432}};
 constexpr int64_t kBlock = 128;
 
-// `copies` matrices of the shape, each a LinearWeights in the fp8 format.
+// `copies` matrices of the shape, each a LinearWeights in `format`.
 struct Fp8Set {
   std::string key;
   std::vector<std::unique_ptr<LinearWeights>> copies;
 };
 
-const Fp8Set& Weights(const Shape& shape) {
+const Fp8Set& Weights(const Shape& shape, LinearFormat format) {
   static std::unique_ptr<Fp8Set> cache;
-  if (cache && cache->key == shape.name) return *cache;
+  const std::string key = std::string(shape.name) + "/" + std::string(LinearFormatName(format));
+  if (cache && cache->key == key) return *cache;
   cache.reset();
   auto set = std::make_unique<Fp8Set>();
-  set->key = shape.name;
+  set->key = key;
   const int64_t scale_rows = (shape.n + kBlock - 1) / kBlock, scale_cols = (shape.k + kBlock - 1) / kBlock;
   std::vector<uint8_t> codes(static_cast<size_t>(shape.n * shape.k));
   std::vector<float> scales(static_cast<size_t>(scale_rows * scale_cols));
@@ -62,15 +64,15 @@ const Fp8Set& Weights(const Shape& shape) {
     for (int64_t r = 0; r < shape.n; ++r) {
       source.row_scales.push_back(reinterpret_cast<const uint8_t*>(&scales[static_cast<size_t>((r / kBlock) * scale_cols)]));
     }
-    set->copies.push_back(LoadLinear(source, LinearFormat::kFp8, "fp8_bench"));
+    set->copies.push_back(LoadLinear(source, format, "fp8_bench"));
   }
   cache = std::move(set);
   return *cache;
 }
 
-void BM_Fp8(benchmark::State& state, const Shape& shape, size_t m, int threads) {
+void BM_Fp8(benchmark::State& state, const Shape& shape, LinearFormat format, size_t m, int threads) {
   SetGlobalThreadCount(threads);
-  const Fp8Set& w = Weights(shape);
+  const Fp8Set& w = Weights(shape, format);
   std::vector<float> x(m * static_cast<size_t>(shape.k)), y(m * static_cast<size_t>(shape.n));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 2001) * 1e-3f - 1.0f;
   size_t copy = 0;
@@ -85,7 +87,7 @@ void BM_Fp8(benchmark::State& state, const Shape& shape, size_t m, int threads) 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(shape.n * shape.k);
   bench::SetMatmulCounters(state, seconds, w.copies.front()->BytesPerMatrix(), flops, "GFLOP", threads, 0.0);
-  state.SetLabel(ActiveKernels().decode_fp8_row_isa);
+  state.SetLabel(format == LinearFormat::kFp8 ? ActiveKernels().decode_fp8_row_isa : ActiveKernels().matmul_fp8_bf16_isa);
 }
 
 int RegisterAll() {
@@ -94,13 +96,17 @@ int RegisterAll() {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
-  for (const Shape& shape : kShapes) {
-    for (size_t m : {size_t{1}, size_t{4}}) {
-      for (int t = 1; t <= bench::kMaxThreads; ++t) {
-        const std::string name = std::string("fp8/") + shape.name + "/m:" + std::to_string(m) + "/threads:" + std::to_string(t);
-        benchmark::RegisterBenchmark(name.c_str(), [&shape, m, t](benchmark::State& s) { BM_Fp8(s, shape, m, t); })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+  for (LinearFormat format : {LinearFormat::kFp8, LinearFormat::kFp8Bf16}) {
+    for (const Shape& shape : kShapes) {
+      for (size_t m : {size_t{1}, size_t{4}}) {
+        for (int t = 1; t <= bench::kMaxThreads; ++t) {
+          const std::string name = std::string(LinearFormatName(format)) + "/" + shape.name + "/m:" + std::to_string(m) +
+                                   "/threads:" + std::to_string(t);
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [&shape, format, m, t](benchmark::State& s) { BM_Fp8(s, shape, format, m, t); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
       }
     }
   }

@@ -105,6 +105,53 @@ TEST_P(KernelIsaTest, MatmulFp8DotEqualsDecodedMatmulF32) {
   }
 }
 
+// The fast path's FP8 product (kernels.h matmul_fp8_bf16) against the scalar reference: random
+// non-NaN codes, blocks that split vectors (16, 100) or not (64, 128), k around the 16/64-value
+// steps, m across the decode (<= 4) and prefill (> 4) paths, a column range not starting at 0.
+// The order of a block's sum is the ISA's, so the bound is the rounding of the sums of |terms|;
+// a row's bits must not depend on m or on the column range (batch invariance).
+TEST_P(KernelIsaTest, MatmulFp8Bf16MatchesReference) {
+  const KernelTable& t = fast();
+  std::uniform_int_distribution<int> code_dist(0, 253);
+  std::normal_distribution<float> x_dist(0.0f, 1.0f);
+  for (size_t block : {size_t{16}, size_t{64}, size_t{100}, size_t{128}}) {
+    for (size_t k : {size_t{1}, size_t{15}, size_t{64}, size_t{65}, size_t{200}, size_t{1027}}) {
+      for (size_t m : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{5}, size_t{9}}) {
+        const size_t n = 13, stride = (k + block - 1) / block;
+        std::vector<uint8_t> codes(n * k);
+        for (auto& c : codes) c = static_cast<uint8_t>(code_dist(rng_) % 127 + (code_dist(rng_) % 2) * 128);
+        std::vector<float> scales(n * stride), x(m * k), bias(n);
+        for (auto& s : scales) s = 1e-3f * static_cast<float>(1 + code_dist(rng_) % 50);
+        for (auto& v : x) v = x_dist(rng_);
+        for (auto& v : bias) v = x_dist(rng_);
+        std::vector<float> want(m * n, -1.0f), got(m * n, -1.0f);
+        ref().matmul_fp8_bf16(x.data(), m, k, codes.data(), scales.data(), stride, block, 2, n, bias.data(), want.data(), n);
+        t.matmul_fp8_bf16(x.data(), m, k, codes.data(), scales.data(), stride, block, 2, n, bias.data(), got.data(), n);
+        for (size_t i = 0; i < m; ++i) {
+          ASSERT_EQ(got[i * n], -1.0f);  // column 0 is outside the range
+          for (size_t j = 2; j < n; ++j) {
+            double magnitude = std::fabs(bias[j]);
+            for (size_t c = 0; c < k; ++c) {
+              magnitude += std::fabs(double{Bf16ToF32(F32ToBf16(x[i * k + c]))} * F8E4M3ToF32(codes[j * k + c]) *
+                                     scales[j * stride + c / block]);
+            }
+            const double bound = 2.0 * static_cast<double>(k + 2) * std::ldexp(1.0, -24) * magnitude + 1e-30;
+            ASSERT_LE(std::fabs(double{got[i * n + j]} - want[i * n + j]), bound)
+                << t.matmul_fp8_bf16_isa << " block=" << block << " k=" << k << " m=" << m << " i=" << i << " j=" << j;
+          }
+        }
+        // Row m-1 alone, over columns [5, n): the same bits as inside the batch.
+        std::vector<float> alone(n, -1.0f);
+        t.matmul_fp8_bf16(&x[(m - 1) * k], 1, k, codes.data(), scales.data(), stride, block, 5, n, bias.data(), alone.data(), n);
+        for (size_t j = 5; j < n; ++j) {
+          ASSERT_EQ(std::memcmp(&alone[j], &got[(m - 1) * n + j], sizeof(float)), 0)
+              << t.matmul_fp8_bf16_isa << " block=" << block << " k=" << k << " m=" << m << " j=" << j;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(KernelIsaTest, DotBf16F32MatchesReference) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (size_t n : kLengths) {

@@ -26,21 +26,20 @@ void RegisterInfo(CLI::App& app) {
     std::printf("kernels: convert_bf16_f32=%s dot_bf16_f32=%s matmul_bf16=%s matmul_f16=%s matmul_f32=%s "
                 "matmul_mxfp4=%s rope_apply=%s "
                 "gather_reduce=%s attend=%s quantize_q8=%s matmul_q8_mxfp4=%s matmul_q8_int8=%s matmul_int4=%s "
-                "matmul_q8_int4=%s matmul_nm_bf16=%s matmul_q8_nm_int8=%s\n",
+                "matmul_q8_int4=%s matmul_nm_bf16=%s matmul_q8_nm_int8=%s decode_fp8_row=%s matmul_fp8_dot=%s "
+                "matmul_fp8_bf16=%s\n",
                 k.convert_bf16_f32_isa, k.dot_bf16_f32_isa, k.matmul_bf16_isa, k.matmul_f16_isa,
                 k.matmul_f32_isa, k.matmul_mxfp4_isa,
                 k.rope_apply_isa, k.gather_reduce_isa, k.attend_isa, k.quantize_q8_isa, k.matmul_q8_mxfp4_isa,
                 k.matmul_q8_int8_isa, k.matmul_int4_isa, k.matmul_q8_int4_isa, k.matmul_nm_bf16_isa,
-                k.matmul_q8_nm_int8_isa);
+                k.matmul_q8_nm_int8_isa, k.decode_fp8_row_isa, k.matmul_fp8_dot_isa, k.matmul_fp8_bf16_isa);
     std::printf("threads: %d (cpus available: %d)\n", GlobalPool().num_threads(), DefaultThreadCount());
     // What model/architecture.h and model/linear.h describe: the model_types and weight formats.
     std::string archs;
     for (const Architecture& a : Architectures()) archs += StrCat(archs.empty() ? "" : ", ", a.model_type, " (", a.hf_class, ")");
     std::printf("architectures: %s\n", archs.c_str());
     std::string formats;
-    for (LinearFormat f : {LinearFormat::kBf16, LinearFormat::kF16, LinearFormat::kF32, LinearFormat::kInt8,
-                           LinearFormat::kMxfp4, LinearFormat::kMxfp4Q8, LinearFormat::kInt4, LinearFormat::kInt4Q8,
-                           LinearFormat::kNmBf16, LinearFormat::kNmInt8}) {
+    for (LinearFormat f : LinearFormats()) {
       formats += StrCat(formats.empty() ? "" : ", ", LinearFormatName(f));
     }
     std::printf("weight formats: %s\n", formats.c_str());

@@ -52,6 +52,7 @@ void FillAvx512Kernels(KernelTable& t) {
   FillAvx512GatherReduce(t);  // gather_reduce_avx512.cpp
   FillAvx512Int4(t);  // int4_avx512.cpp
   FillAvx512Fp8(t);   // fp8_avx512.cpp
+  if (GetCpuFeatures().avx512_bf16 && GetCpuFeatures().avx512_vbmi) FillAvx512Bf16Fp8(t);  // fp8_avx512bf16.cpp
   FillAvx512Nm(t);  // nm_linear_avx512.cpp
   if (GetCpuFeatures().avx512_vbmi2) FillAvx512Vbmi2Nm(t);  // nm_linear_avx512vbmi2.cpp
   if (GetCpuFeatures().avx512_vnni) FillAvx512VnniQ8(t);  // q8_avx512vnni.cpp

@@ -80,6 +80,17 @@ struct KernelTable {
                          size_t scale_stride, size_t block_cols, size_t n_begin, size_t n_end, const float* bias,
                          float* y, size_t ldy);
   const char* matmul_fp8_dot_isa;
+  // The fast path's FP8 product (the fp8-bf16 linear format): for i < m (any m), j in
+  // [n_begin, n_end),
+  //   y[i, j] = bias[j] + sum_b scales_j[b] * sum_{c in block b} bf16(x[i, c]) * e4m3fn(codes_j[c])
+  // with the activations rounded to bfloat16 (nearest even), each product exact in f32 (e4m3fn
+  // values are bfloat16 values), the block sums in f32 in an order of the ISA's choosing, then
+  // scaled and summed in f32. A row's results depend only on that row of x and on W (batch
+  // invariance), not on m or the column range; ISAs agree to rounding, not to the bit.
+  void (*matmul_fp8_bf16)(const float* x, size_t m, size_t k, const uint8_t* codes, const float* scales,
+                          size_t scale_stride, size_t block_cols, size_t n_begin, size_t n_end, const float* bias,
+                          float* y, size_t ldy);
+  const char* matmul_fp8_bf16_isa;
   // sum_i float(w[i]) * x[i]; fp32 accumulation, order unspecified.
   float (*dot_bf16_f32)(const uint16_t* w, const float* x, size_t n);
 
@@ -231,6 +242,8 @@ void FillAvx512VnniQ8(KernelTable& table);
 // decode_fp8_row (fp8_avx2.cpp / fp8_avx512.cpp).
 void FillAvx2Fp8(KernelTable& table);
 void FillAvx512Fp8(KernelTable& table);
+// matmul_fp8_bf16 with vdpbf16ps (fp8_avx512bf16.cpp; needs AVX512_BF16 and AVX512_VBMI).
+void FillAvx512Bf16Fp8(KernelTable& table);
 // matmul_int4 (int4_avx2.cpp / int4_avx512.cpp).
 void FillAvx2Int4(KernelTable& table);
 void FillAvx512Int4(KernelTable& table);

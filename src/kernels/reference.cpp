@@ -20,6 +20,25 @@ void DecodeFp8Row(const uint8_t* codes, const float* scales, size_t block_cols, 
   for (size_t c = 0; c < k; ++c) dst[c] = F8E4M3ToF32(codes[c]) * scales[c / block_cols];
 }
 
+void MatmulFp8Bf16(const float* x, size_t m, size_t k, const uint8_t* codes, const float* scales, size_t scale_stride,
+                   size_t block_cols, size_t n_begin, size_t n_end, const float* bias, float* y, size_t ldy) {
+  std::vector<float> rounded(k);
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t c = 0; c < k; ++c) rounded[c] = Bf16ToF32(F32ToBf16(x[i * k + c]));
+    for (size_t j = n_begin; j < n_end; ++j) {
+      const uint8_t* row = codes + j * k;
+      float total = 0.0f;
+      for (size_t start = 0; start < k; start += block_cols) {
+        const size_t end = start + block_cols < k ? start + block_cols : k;
+        float block_sum = 0.0f;
+        for (size_t c = start; c < end; ++c) block_sum += rounded[c] * F8E4M3ToF32(row[c]);
+        total += block_sum * scales[j * scale_stride + start / block_cols];
+      }
+      y[i * ldy + j] = total + (bias != nullptr ? bias[j] : 0.0f);
+    }
+  }
+}
+
 void ConvertBf16F32(const uint16_t* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = Bf16ToF32(src[i]);
 }
@@ -363,6 +382,8 @@ void FillReferenceKernels(KernelTable& t) {
   t.matmul_mxfp4_isa = "scalar";
   t.matmul_fp8_dot = nullptr;  // fp8 rows: decode_fp8_row, then matmul_f32
   t.matmul_fp8_dot_isa = "decode + matmul_f32";
+  t.matmul_fp8_bf16 = MatmulFp8Bf16;
+  t.matmul_fp8_bf16_isa = "scalar";
   t.rope_apply = RopeApply;
   t.rope_apply_isa = "scalar";
   t.gather_reduce = GatherReduce;

@@ -51,7 +51,9 @@ constexpr std::array kFormats = {
     FormatRow{LinearFormat::kNmInt8, "nm-int8", 32,
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeNmLinear(s, true, w); }},
     FormatRow{LinearFormat::kFp8, "fp8", 1,
-              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeFp8Linear(s, w); }},
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeFp8Linear(s, false, w); }},
+    FormatRow{LinearFormat::kFp8Bf16, "fp8-bf16", 1,
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeFp8Linear(s, true, w); }},
 };
 
 const FormatRow& RowOf(LinearFormat format) {
@@ -77,6 +79,15 @@ std::vector<const uint8_t*> RowPointers(const uint8_t* data, int64_t count, int6
 }  // namespace
 
 std::string_view LinearFormatName(LinearFormat format) { return RowOf(format).name; }
+
+const std::vector<LinearFormat>& LinearFormats() {
+  static const std::vector<LinearFormat> formats = [] {
+    std::vector<LinearFormat> all;
+    for (const FormatRow& row : kFormats) all.push_back(row.format);
+    return all;
+  }();
+  return formats;
+}
 int64_t LinearFormatColumnBlock(LinearFormat format) { return RowOf(format).column_block; }
 
 LinearSource LinearSource::Tensor(std::string name, DType dtype, const uint8_t* data, int64_t count, int64_t rows,
@@ -210,9 +221,10 @@ LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& 
     if (source.dtype == DType::kBF16 || source.nm_bitmask) return LinearFormat::kNmBf16;
   }
   if (source.mxfp4) return policy.fast ? LinearFormat::kMxfp4Q8 : LinearFormat::kMxfp4;
-  if (source.dtype == DType::kF8E4M3) {  // as stored, or requantized per row under --dense int8
-    return policy.fast && policy.dense_int8 && source.cols % static_cast<int64_t>(kQ8Block) == 0 ? LinearFormat::kInt8
-                                                                                                  : LinearFormat::kFp8;
+  if (source.dtype == DType::kF8E4M3) {  // codes as stored (exact or bf16 activations), or int8 rows
+    if (!policy.fast) return LinearFormat::kFp8;
+    return policy.dense_int8 && source.cols % static_cast<int64_t>(kQ8Block) == 0 ? LinearFormat::kInt8
+                                                                                 : LinearFormat::kFp8Bf16;
   }
   if (source.int4()) {
     const Int4Stored& t = source.int4_tensors.front();

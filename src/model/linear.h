@@ -35,8 +35,10 @@
 
 namespace tessera {
 
-enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8, kNmBf16, kNmInt8, kFp8 };
+enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8, kNmBf16, kNmInt8, kFp8, kFp8Bf16 };
 std::string_view LinearFormatName(LinearFormat format);
+// Every format, in the enum's order.
+const std::vector<LinearFormat>& LinearFormats();
 // A format's matrices have a multiple of this many columns (32 for the q8 and MXFP4 blocks, 1 for
 // the float formats).
 int64_t LinearFormatColumnBlock(LinearFormat format);

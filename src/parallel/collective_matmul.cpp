@@ -59,7 +59,7 @@ const char* OpName(int64_t op) {
 }
 
 std::string FormatName(int64_t format) {
-  return format >= 0 && format <= static_cast<int64_t>(LinearFormat::kNmInt8)
+  return format >= 0 && format < static_cast<int64_t>(LinearFormats().size())
              ? std::string(LinearFormatName(static_cast<LinearFormat>(format)))
              : "unknown";
 }

@@ -24,8 +24,9 @@ std::unique_ptr<LinearWeights> MakeInt4Linear(const LinearSource& source, bool q
 // N:M sparse rows (kept values + mask, kernels/nm_linear.h), bf16 exact or int8 fast (nm.cpp).
 std::unique_ptr<LinearWeights> MakeNmLinear(const LinearSource& source, bool int8, const std::string& where);
 
-// DeepSeek-V3's block-scaled e4m3fn rows (fp8.cpp).
-std::unique_ptr<LinearWeights> MakeFp8Linear(const LinearSource& source, const std::string& where);
+// DeepSeek-V3's block-scaled e4m3fn rows, multiplied exactly or against bfloat16 activations
+// (fp8.cpp).
+std::unique_ptr<LinearWeights> MakeFp8Linear(const LinearSource& source, bool bf16, const std::string& where);
 
 // Copies the stored rows of every matrix of `source`, in order, to dst (count x rows x row bytes
 // of `row_bytes`, from row_data when `scales` is false, else row_scales); on GlobalPool().

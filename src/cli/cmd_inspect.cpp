@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "io/config.h"
+#include "io/gguf.h"
 #include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "model/architecture.h"
@@ -131,6 +132,7 @@ void RunInspect(const InspectArgs& args) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(args.model, ec)) Fail(args.model, ": no such file or directory");
+  if (fs::is_regular_file(args.model, ec) && IsGgufPath(args.model)) return InspectGguf(args.model, args.json);
   const std::string path = ResolveModelDir(args.model);
   const bool is_dir = fs::is_directory(path, ec);
   const std::string config_path = (fs::path(path) / "config.json").string();
@@ -412,7 +414,7 @@ void RegisterInspect(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "inspect", "describe a model directory (config, parameters, bytes per dtype, tensors) and check its tensors");
   cmd->add_option("-m,--model", args->model,
-                  "model directory in Hugging Face layout (or a single .safetensors file)")
+                  "model directory in Hugging Face layout, a single .safetensors file, or a GGUF file")
       ->required();
   cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->callback([args] { RunInspect(*args); });

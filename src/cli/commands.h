@@ -2,6 +2,8 @@
 // to the app; the callback throws tessera::Error for bad input (main turns it into exit code 2).
 #pragma once
 
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace tessera::cli {
@@ -17,5 +19,8 @@ void RegisterPerplexity(CLI::App& app);
 void RegisterBench(CLI::App& app);
 void RegisterGenerate(CLI::App& app);  // generate and chat
 void RegisterServe(CLI::App& app);
+
+// inspect of a GGUF file (inspect_gguf.cpp).
+void InspectGguf(const std::string& path, bool json);
 
 }  // namespace tessera::cli

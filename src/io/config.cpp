@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/json_util.h"
 #include "io/model_dir.h"
 
@@ -982,6 +983,10 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
 }
 
 ModelConfig LoadModelConfig(const std::string& dir) {
+  if (IsGgufPath(dir)) {
+    Fail(dir, ": a GGUF file: `tessera inspect` reads it, but GGUF models cannot be run yet (use the Hugging Face "
+              "checkpoint directory)");
+  }
   const fs::path root(ResolveModelDir(dir));
   const std::string path = (root / "config.json").string();
   ModelConfig config = ParseModelConfig(ReadBoundedFile(path, kMaxConfigBytes), path);

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# GGUF files at the command line (issue 30, first part): `inspect -m FILE.gguf` reads the header
+# (metadata, types, bits per weight; --json too), a damaged file is one error line, and the
+# commands that run models say that GGUF models cannot run yet instead of failing obscurely.
+# The file is written byte by byte here (layout: io/gguf.h), so the test needs no converter.
+# Usage: gguf.sh <tessera-binary> <source-dir>
+set -u
+source "$(dirname "$0")/lib/common.bash" "$@"
+
+le() {  # le BYTES VALUE: VALUE as BYTES little-endian bytes
+  local n="$1" v="$2" i
+  for ((i = 0; i < n; i++)); do printf "\\x$(printf %02x $(((v >> (8 * i)) & 255)))"; done
+}
+str() { le 8 "${#1}"; printf '%s' "$1"; }
+
+G="$WORK/tiny.gguf"
+{
+  printf 'GGUF'; le 4 3; le 8 2; le 8 3                        # version 3, 2 tensors, 3 keys
+  str general.architecture; le 4 8; str llama
+  str llama.block_count; le 4 4; le 4 1
+  str tokenizer.ggml.tokens; le 4 9; le 4 8; le 8 2; str a; str b
+  str token_embd.weight; le 4 2; le 8 32; le 8 2; le 4 0; le 8 0       # f32 [2, 32] at 0
+  str blk.0.attn_q.weight; le 4 1; le 8 64; le 4 8; le 8 256           # q8_0 [64] at 256
+} >"$G"
+size=$(stat -c %s "$G")
+head -c $(((32 - size % 32) % 32)) /dev/zero >>"$G"
+head -c 256 /dev/urandom >>"$G"   # the f32 tensor
+head -c 68 /dev/zero >>"$G"       # two q8_0 blocks
+head -c 28 /dev/zero >>"$G"
+
+run_ok "inspect gguf" "$BIN" inspect -m "$G"
+for want in "format: GGUF v3 (alignment 32), 3 metadata keys, 2 tensors" "architecture: 'llama'" \
+  "'llama.block_count' = 1" "'tokenizer.ggml.tokens' = [string × 2]" "parameters: 128" \
+  "q8_0          1 tensors  68 bytes  8.500 bits per weight" "f32           1 tensors  256 bytes  32.000 bits per weight" \
+  "'blk.{}.attn_q.weight'" "GGUF models do not run yet"; do
+  grep -qF -- "$want" "$WORK/out" || fail "inspect gguf: no '$want' in: $(cat "$WORK/out")"
+done
+run_ok "inspect gguf --json" "$BIN" inspect -m "$G" --json
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["format"]=="gguf" and r["parameters"]==128 and r["bytes_by_type"]["q8_0"]["bits_per_weight"]==8.5 and r["metadata"]["\u0027llama.block_count\u0027"]==1, r' "$WORK/out" ||
+  fail "inspect gguf --json: $(cat "$WORK/out")"
+
+head -c 100 "$G" >"$WORK/cut.gguf"
+run_err "truncated gguf" "cut.gguf: metadata 'llama.block_count': the file ends at byte 100 (truncated?)" "$BIN" inspect -m "$WORK/cut.gguf"
+for cmd in "generate -p hi -n 1" "bench -p 4 -n 2 -r 1" "logits --ids 1,2" "perplexity -f $G"; do
+  # shellcheck disable=SC2086
+  run_err "gguf: $cmd" "GGUF models cannot be run yet" "$BIN" ${cmd%% *} -m "$G" ${cmd#* }
+done
+
+finish "gguf"

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "io/npy.h"
+#include "kernels/ggml_quants.h"
 
 namespace tessera {
 namespace {
@@ -269,8 +270,8 @@ TEST(GgufHeader, HostileFieldsAreNamed) {
 
 // A file written by llama.cpp's own gguf-py (tools/make_gguf_fixtures.py): every metadata value
 // type and array kind, fourteen tensors of ggml types from f32 to q6_K; what gguf-py's reader
-// found is in expected.json. The float tensors' values equal gguf-py's (the .npy files); the
-// quantized ones' references wait for their formats.
+// found is in expected.json. kernels/ggml_quants.h's dequantization of every tensor equals
+// gguf-py's (the .npy files) value for value.
 TEST(GgufInterop, ReadsFilesWrittenByGgufPy) {
   const std::string dir = std::string(TESSERA_TEST_DATA) + "/gguf/";
   const auto file = GgufFile::Open(dir + "fixture.gguf");
@@ -319,20 +320,9 @@ TEST(GgufInterop, ReadsFilesWrittenByGgufPy) {
     EXPECT_EQ(t.nbytes, want["nbytes"].get<uint64_t>());
     const NpyArray ref = ReadNpyF32(dir + t.name + ".npy");
     EXPECT_EQ(ref.shape, t.shape());
-    if (t.type->name == "f32" || t.type->name == "f16" || t.type->name == "bf16") {
-      const uint8_t* p = file->Data(t);
-      for (size_t j = 0; j < ref.data.size(); ++j) {
-        uint16_t half;
-        float got;
-        if (t.type->name == "f32") {
-          std::memcpy(&got, p + 4 * j, 4);
-        } else {
-          std::memcpy(&half, p + 2 * j, 2);
-          got = t.type->name == "f16" ? F16ToF32(half) : Bf16ToF32(half);
-        }
-        ASSERT_EQ(got, ref.data[j]) << j;
-      }
-    }
+    std::vector<float> got(ref.data.size(), -1.0f);
+    ASSERT_TRUE(DequantizeGgmlRow(t.type->id, file->Data(t), got.data(), got.size()));
+    for (size_t j = 0; j < got.size(); ++j) ASSERT_EQ(got[j], ref.data[j]) << j;
   }
 }
 

@@ -240,22 +240,18 @@ TEST(GgufHeader, HostileFieldsAreNamed) {
   cases.push_back({"misaligned", tensor(1, {4}, 0, 8, 64), "offset 8 is not a multiple of the alignment 32"});
   cases.push_back({"past the end", tensor(1, {64}, 0, 0, 128), "run past its end"});
   cases.push_back({"offset past the end", tensor(1, {4}, 0, uint64_t{1} << 63, 64), "run past its end"});
-  {
+  // Two f32 tensors of `values` each, at offsets 0 and 32.
+  auto two = [](const char* second_name, uint64_t values) {
     Raw r;
     r.Header(3, 2, 0);
-    r.Str("a").Put<uint32_t>(1).Put<uint64_t>(16).Put<uint32_t>(0).Put<uint64_t>(0);
-    r.Str("b").Put<uint32_t>(1).Put<uint64_t>(16).Put<uint32_t>(0).Put<uint64_t>(32);
+    r.Str("a").Put<uint32_t>(1).Put<uint64_t>(values).Put<uint32_t>(0).Put<uint64_t>(0);
+    r.Str(second_name).Put<uint32_t>(1).Put<uint64_t>(values).Put<uint32_t>(0).Put<uint64_t>(32);
     r.Pad(32);
     r.bytes.append(128, '\0');
-    cases.push_back({"overlap", r.bytes, "tensors 'a' and 'b' overlap"});
-    Raw d;
-    d.Header(3, 2, 0);
-    d.Str("a").Put<uint32_t>(1).Put<uint64_t>(8).Put<uint32_t>(0).Put<uint64_t>(0);
-    d.Str("a").Put<uint32_t>(1).Put<uint64_t>(8).Put<uint32_t>(0).Put<uint64_t>(32);
-    d.Pad(32);
-    d.bytes.append(128, '\0');
-    cases.push_back({"duplicate tensor", d.bytes, "tensor name 'a' appears twice"});
-  }
+    return r.bytes;
+  };
+  cases.push_back({"overlap", two("b", 16), "tensors 'a' and 'b' overlap"});
+  cases.push_back({"duplicate tensor", two("a", 8), "tensor name 'a' appears twice"});
   {
     Raw r;
     r.Header(3, 1, 0).Str(std::string("a\nb\x01", 4)).Put<uint32_t>(7);

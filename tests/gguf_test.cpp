@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/gguf.h"
+#include "io/gguf_config.h"
 #include "io/npy.h"
 #include "kernels/ggml_quants.h"
 
@@ -319,6 +320,79 @@ TEST(GgufInterop, ReadsFilesWrittenByGgufPy) {
     std::vector<float> got(ref.data.size(), -1.0f);
     ASSERT_TRUE(DequantizeGgmlRow(t.type->id, file->Data(t), got.data(), got.size()));
     for (size_t j = 0; j < got.size(); ++j) ASSERT_EQ(got[j], ref.data[j]) << j;
+  }
+}
+
+// The config of GGUF metadata as llama.cpp's converter wrote it for the shipped tiny-llama and
+// tiny-gpt-oss (`inspect` of build/llama_cpp/*.gguf, tools/compare_llama_cpp.py) equals their
+// config.json where both speak; an unknown architecture and a missing key are named.
+TEST_F(GgufTest, ConfigFromMetadataMatchesTheShippedModels) {
+  auto common = [](const std::string& arch, uint32_t ff, float theta) {
+    return std::vector<std::pair<std::string, GgufValue>>{
+        {"general.architecture", GgufString(arch)}, {arch + ".block_count", GgufUint32(4)},
+        {arch + ".context_length", GgufUint32(arch == "llama" ? 2048 : 4096)},
+        {arch + ".embedding_length", GgufUint32(256)}, {arch + ".feed_forward_length", GgufUint32(ff)},
+        {arch + ".attention.head_count", GgufUint32(8)}, {arch + ".attention.head_count_kv", GgufUint32(2)},
+        {arch + ".rope.freq_base", GgufFloat32(theta)}, {arch + ".attention.layer_norm_rms_epsilon", GgufFloat32(1e-5f)},
+        {arch + ".attention.key_length", GgufUint32(32)}, {arch + ".attention.value_length", GgufUint32(32)},
+        {"tokenizer.ggml.tokens", GgufStrings(std::vector<std::string>(4096, "t"))},
+        {"tokenizer.ggml.bos_token_id", GgufUint32(0)}, {"tokenizer.ggml.eos_token_id", GgufUint32(0)}};
+  };
+  const std::string f32_embed(4096 * 256 * 4, '\0');
+  WriteGguf(Path("llama.gguf"), common("llama", 768, 500000.0f), {{"token_embd.weight", {256, 4096}, 0, f32_embed}});
+  auto oss = common("gpt-oss", 256, 150000.0f);
+  for (auto kv : std::vector<std::pair<std::string, GgufValue>>{
+           {"gpt-oss.expert_count", GgufUint32(8)}, {"gpt-oss.expert_used_count", GgufUint32(2)},
+           {"gpt-oss.attention.sliding_window", GgufUint32(64)}, {"gpt-oss.expert_feed_forward_length", GgufUint32(256)},
+           {"gpt-oss.rope.scaling.type", GgufString("yarn")}, {"gpt-oss.rope.scaling.factor", GgufFloat32(4.0f)},
+           {"gpt-oss.rope.scaling.original_context_length", GgufUint32(1024)}}) {
+    oss.push_back(kv);
+  }
+  WriteGguf(Path("oss.gguf"), oss,
+            {{"token_embd.weight", {256, 4096}, 0, f32_embed}, {"output.weight", {256, 4096}, 0, f32_embed}});
+  for (const auto& [gguf, dir] : {std::pair{"llama.gguf", "tiny-llama"}, std::pair{"oss.gguf", "tiny-gpt-oss"}}) {
+    SCOPED_TRACE(dir);
+    const ModelConfig got = GgufModelConfig(*GgufFile::Open(Path(gguf)));
+    const ModelConfig want = LoadModelConfig(std::string(TESSERA_SOURCE_DIR) + "/models/" + dir);
+    EXPECT_EQ(got.model_type, want.model_type);
+    EXPECT_EQ(got.architectures, want.architectures);
+    EXPECT_EQ(got.vocab_size, want.vocab_size);
+    EXPECT_EQ(got.hidden_size, want.hidden_size);
+    EXPECT_EQ(got.intermediate_size, want.intermediate_size);
+    EXPECT_EQ(got.num_hidden_layers, want.num_hidden_layers);
+    EXPECT_EQ(got.num_attention_heads, want.num_attention_heads);
+    EXPECT_EQ(got.num_key_value_heads, want.num_key_value_heads);
+    EXPECT_EQ(got.head_dim, want.head_dim);
+    EXPECT_EQ(got.max_position_embeddings, want.max_position_embeddings);
+    EXPECT_EQ(got.rms_norm_eps, want.rms_norm_eps);
+    EXPECT_EQ(got.rope_theta, want.rope_theta);
+    EXPECT_EQ(got.tie_word_embeddings, want.tie_word_embeddings);
+    EXPECT_EQ(got.attention_bias, want.attention_bias);
+    EXPECT_EQ(got.num_local_experts, want.num_local_experts);
+    EXPECT_EQ(got.num_experts_per_tok, want.num_experts_per_tok);
+    EXPECT_EQ(got.sliding_window, want.sliding_window);
+    EXPECT_EQ(got.swiglu_limit, want.swiglu_limit);
+    EXPECT_EQ(got.layer_types, want.layer_types);
+    ASSERT_EQ(got.rope_scaling.has_value(), want.rope_scaling.has_value());
+    if (want.rope_scaling) {
+      EXPECT_EQ(got.rope_scaling->rope_type, want.rope_scaling->rope_type);
+      EXPECT_EQ(got.rope_scaling->factor, want.rope_scaling->factor);
+      EXPECT_EQ(got.rope_scaling->original_max_position_embeddings, want.rope_scaling->original_max_position_embeddings);
+      EXPECT_EQ(got.rope_scaling->beta_fast, want.rope_scaling->beta_fast);
+      EXPECT_EQ(got.rope_scaling->beta_slow, want.rope_scaling->beta_slow);
+      EXPECT_EQ(got.rope_scaling->truncate, want.rope_scaling->truncate);
+    }
+  }
+  WriteGguf(Path("bert.gguf"), {{"general.architecture", GgufString("bert")}}, {});
+  EXPECT_THROW(GgufModelConfig(*GgufFile::Open(Path("bert.gguf"))), Error);
+  auto missing = common("qwen3", 768, 1e6f);
+  missing.erase(missing.begin() + 1);  // qwen3.block_count
+  WriteGguf(Path("q.gguf"), missing, {});
+  try {
+    GgufModelConfig(*GgufFile::Open(Path("q.gguf")));
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("metadata 'qwen3.block_count' is missing"), std::string::npos) << e.what();
   }
 }
 

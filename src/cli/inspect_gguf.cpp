@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "io/gguf.h"
+#include "io/gguf_config.h"
 #include "io/json_util.h"
 
 namespace tessera::cli {
@@ -116,6 +117,12 @@ void InspectGguf(const std::string& path, bool json) {
     for (const Group& g : groups) {
       out["tensors"].push_back({{"name", Quote(g.name, 200)}, {"type", g.type}, {"shape", g.shape}, {"count", g.count}});
     }
+    try {
+      GgufModelConfig(*file);
+      out["config"] = GgufConfigJson(*file);
+    } catch (const Error& e) {
+      out["config_error"] = e.what();
+    }
     std::printf("%s\n", out.dump(2).c_str());
     std::fflush(stdout);
     return;
@@ -143,6 +150,18 @@ void InspectGguf(const std::string& path, bool json) {
     const std::string count = g.count > 1 ? StrCat(" ×", g.count) : "";
     std::printf("  %-*s  %-20s  %-7s%s\n", static_cast<int>(name_width), Quote(g.name).c_str(), Dims(g.shape).c_str(),
                 g.type.c_str(), count.c_str());
+  }
+  // The config the metadata describes, checked as a config.json would be.
+  try {
+    const ModelConfig c = GgufModelConfig(*file);
+    std::string line = StrCat(c.model_type, ": hidden ", c.hidden_size, ", layers ", c.num_hidden_layers, ", heads ",
+                              c.num_attention_heads, " (kv ", c.num_key_value_heads, ", head ", c.head_dim, "), vocab ",
+                              c.vocab_size, ", context ", c.max_position_embeddings, ", rope theta ", c.rope_theta);
+    if (c.num_local_experts > 0) line += StrCat(", experts ", c.num_experts_per_tok, " of ", c.num_local_experts);
+    if (c.rope_scaling) line += StrCat(", rope ", c.rope_scaling->rope_type, " x", c.rope_scaling->factor);
+    std::printf("config: %s\n", line.c_str());
+  } catch (const Error& e) {
+    std::printf("config: not read (%s)\n", e.what());
   }
   std::printf("loading: GGUF models do not run yet; inspect reads their headers\n");
   std::fflush(stdout);

@@ -1,0 +1,142 @@
+// GGUF metadata to a Hugging Face config (gguf_config.h). Key names as llama.cpp's converter writes
+// them (gguf-py constants: LLM_KV_*), read back into the config.json keys of each family.
+#include "io/gguf_config.h"
+
+#include <array>
+#include <charconv>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "io/json_util.h"
+
+namespace tessera {
+namespace {
+
+struct ArchRow {
+  std::string_view gguf;        // general.architecture
+  std::string_view model_type;  // config.json model_type
+  std::string_view hf_class;
+  std::string_view experts_key;  // config key of the routed expert count ("" for dense rows)
+};
+
+constexpr std::array kArchRows = {
+    ArchRow{"llama", "llama", "LlamaForCausalLM", ""},
+    ArchRow{"qwen2", "qwen2", "Qwen2ForCausalLM", ""},
+    ArchRow{"qwen3", "qwen3", "Qwen3ForCausalLM", ""},
+    ArchRow{"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", "num_experts"},
+    ArchRow{"gpt-oss", "gpt_oss", "GptOssForCausalLM", "num_local_experts"},
+};
+
+enum class Kind { kCount, kFloat };
+
+struct KeyRow {
+  std::string_view gguf;  // after "<arch>."
+  std::string_view hf;    // config.json key ("" = the row's experts_key)
+  Kind kind;
+  bool required;
+};
+
+constexpr std::array kKeys = {
+    KeyRow{"block_count", "num_hidden_layers", Kind::kCount, true},
+    KeyRow{"embedding_length", "hidden_size", Kind::kCount, true},
+    KeyRow{"feed_forward_length", "intermediate_size", Kind::kCount, false},
+    KeyRow{"context_length", "max_position_embeddings", Kind::kCount, true},
+    KeyRow{"attention.head_count", "num_attention_heads", Kind::kCount, true},
+    KeyRow{"attention.head_count_kv", "num_key_value_heads", Kind::kCount, false},
+    KeyRow{"attention.key_length", "head_dim", Kind::kCount, false},
+    KeyRow{"attention.layer_norm_rms_epsilon", "rms_norm_eps", Kind::kFloat, true},
+    KeyRow{"rope.freq_base", "rope_theta", Kind::kFloat, false},
+    KeyRow{"attention.sliding_window", "sliding_window", Kind::kCount, false},
+    KeyRow{"expert_count", "", Kind::kCount, false},
+    KeyRow{"expert_used_count", "num_experts_per_tok", Kind::kCount, false},
+    KeyRow{"expert_feed_forward_length", "moe_intermediate_size", Kind::kCount, false},
+};
+
+// A float32 metadata value as the shortest decimal that reads back to the same float (1e-05,
+// not 9.99999975e-06), as config.json spells it.
+double ShortestFloat(double value) {
+  const auto f = static_cast<float>(value);
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof(buf), f).ptr;
+  return std::stod(std::string(buf, end));
+}
+
+}  // namespace
+
+nlohmann::json GgufConfigJson(const GgufFile& file) {
+  const std::string arch = file.GetString("general.architecture");
+  const ArchRow* row = nullptr;
+  for (const ArchRow& r : kArchRows) {
+    if (r.gguf == arch) row = &r;
+  }
+  if (row == nullptr) {
+    std::string known;
+    for (const ArchRow& r : kArchRows) known += StrCat(known.empty() ? "" : ", ", r.gguf);
+    Fail(file.path(), ": general.architecture ", Quote(arch), " has no row here (known: ", known, ")");
+  }
+  nlohmann::json c;
+  c["model_type"] = row->model_type;
+  c["architectures"] = {row->hf_class};
+  for (const KeyRow& k : kKeys) {
+    const std::string key = StrCat(arch, ".", k.gguf);
+    if (file.Find(key) == nullptr) {
+      if (k.required) Fail(file.path(), ": metadata ", Quote(key), " is missing");
+      continue;
+    }
+    const std::string hf(k.hf.empty() ? row->experts_key : k.hf);
+    if (hf.empty()) Fail(file.path(), ": metadata ", Quote(key), " on the dense architecture ", Quote(arch));
+    if (k.kind == Kind::kCount) c[hf] = file.GetUint(key);
+    else c[hf] = ShortestFloat(file.GetFloat(key));
+  }
+  // The vocabulary: <arch>.vocab_size, else the token list, else the embedding's rows.
+  if (file.Find(arch + ".vocab_size") != nullptr) {
+    c["vocab_size"] = file.GetUint(arch + ".vocab_size");
+  } else if (file.Find("tokenizer.ggml.tokens") != nullptr) {
+    c["vocab_size"] = file.GetStrings("tokenizer.ggml.tokens").size();
+  } else if (const GgufTensorInfo* embed = file.FindTensor("token_embd.weight"); embed != nullptr && embed->ne.size() == 2) {
+    c["vocab_size"] = embed->ne[1];
+  }
+  c["tie_word_embeddings"] = file.FindTensor("output.weight") == nullptr;
+  for (const char* id : {"bos", "eos", "padding"}) {
+    const std::string key = StrCat("tokenizer.ggml.", id, "_token_id");
+    if (file.Find(key) != nullptr) c[std::string(id) == "padding" ? "pad_token_id" : StrCat(id, "_token_id")] = file.GetUint(key);
+  }
+  if (file.FindTensor("rope_freqs.weight") != nullptr) {
+    Fail(file.path(), ": Llama 3 rope scaling stored as the rope_freqs tensor is not read yet");
+  }
+  const std::string scaling_key = arch + ".rope.scaling.type";
+  if (file.Find(scaling_key) != nullptr && file.GetString(scaling_key) != "none") {
+    const std::string type = file.GetString(scaling_key);
+    if (type != "yarn" && type != "linear") Fail(file.path(), ": metadata ", Quote(scaling_key), " is ", Quote(type), " (yarn, linear or none)");
+    nlohmann::json rope = {{"rope_type", type}, {"factor", file.GetFloat(arch + ".rope.scaling.factor")}};
+    if (const std::string orig = arch + ".rope.scaling.original_context_length"; file.Find(orig) != nullptr) {
+      rope["original_max_position_embeddings"] = file.GetUint(orig);
+    }
+    if (arch == "gpt-oss") rope.update({{"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false}});
+    c["rope_scaling"] = rope;
+  }
+  if (arch == "gpt-oss") {
+    // Fixed in llama.cpp's openai-moe graph rather than stored: the SwiGLU clamp, attention
+    // biases, and sliding attention on even layers (gpt-oss.md §2.4).
+    c["swiglu_limit"] = 7.0;
+    c["attention_bias"] = true;
+    nlohmann::json layers = nlohmann::json::array();
+    for (uint64_t i = 0; i < c["num_hidden_layers"].get<uint64_t>(); ++i) {
+      layers.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+    }
+    c["layer_types"] = layers;
+    if (c.contains("moe_intermediate_size")) c["intermediate_size"] = c["moe_intermediate_size"];
+    c.erase("moe_intermediate_size");
+  }
+  if (arch == "qwen3moe") c["norm_topk_prob"] = true;  // Qwen3-MoE's routing (llama.cpp hardcodes it)
+  return c;
+}
+
+ModelConfig GgufModelConfig(const GgufFile& file) {
+  const ModelConfig config = ParseModelConfig(GgufConfigJson(file).dump(), file.path());
+  ValidateModelConfig(config, file.path());
+  return config;
+}
+
+}  // namespace tessera

@@ -719,11 +719,28 @@ const char* LayerTypeName(LayerType t) {
   return t == LayerType::kSlidingAttention ? "sliding_attention" : "full_attention";
 }
 
+// model_types that ship their own modelling code for an architecture the tables describe, with
+// the same config keys: Kimi-K2's "kimi_k2" is DeepSeek-V3's code (its architectures entry is
+// DeepseekV3ForCausalLM; deepseek.md §1). Read as the canonical name; written back as stored.
+std::string CanonicalModelType(std::string model_type) {
+  if (model_type == "kimi_k2") return "deepseek_v3";
+  return model_type;
+}
+
 const std::vector<Field<ModelConfig>>& Fields() {
   using M = ModelConfig;
   static const std::vector<Field<M>> fields = [] {
     std::vector<Field<M>> f;
-    f.push_back(Str("model_type", &M::model_type));
+    Field<M> type = Str("model_type", &M::model_type);
+    type.read = [read = type.read](M& c, const json& v, const Ctx& ctx) {
+      read(c, v, ctx);
+      c.model_type = CanonicalModelType(c.model_type);
+    };
+    type.write = [write = type.write](const M& c, const json* prev, std::string_view spelling) -> json {
+      if (prev != nullptr && prev->is_string() && CanonicalModelType(prev->get<std::string>()) == c.model_type) return *prev;
+      return write(c, prev, spelling);
+    };
+    f.push_back(std::move(type));
     f.push_back(StrList("architectures", &M::architectures));
     // Sizes (gpt-oss.md §1.1 for gpt_oss values).
     f.push_back(Int("vocab_size", &M::vocab_size).Positive().Required(kKnownArchs));
@@ -956,14 +973,6 @@ json ParseTopObject(const std::string& text, const std::string& source) {
 
 }  // namespace
 
-// model_types that ship their own modelling code for an architecture the tables describe, with
-// the same config keys: Kimi-K2's "kimi_k2" is DeepSeek-V3's code (its architectures entry is
-// DeepseekV3ForCausalLM; deepseek.md §1). config.raw keeps the stored spelling.
-std::string CanonicalModelType(std::string model_type) {
-  if (model_type == "kimi_k2") return "deepseek_v3";
-  return model_type;
-}
-
 ModelConfig ParseModelConfig(const std::string& json_text, const std::string& source) {
   json obj = ParseTopObject(json_text, source);
   std::string model_type;
@@ -975,7 +984,6 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
   ModelConfig config;
   config.model_type = model_type;
   ReadFields(Fields(), obj, config, Ctx{&source, "", &obj, arch}, model_type);
-  config.model_type = model_type;  // the field table reads the stored spelling
   DeriveDefaults(config, obj, arch, source);
   CheckRelations(config, source);
   config.raw = std::move(obj);
@@ -1002,13 +1010,7 @@ ModelConfig LoadModelConfig(const std::string& dir) {
 }
 
 nlohmann::json ModelConfigToJson(const ModelConfig& config) {
-  json out = WriteFields(Fields(), config, config.raw, ArchBit(config.model_type));
-  // A checkpoint written back keeps its own model_type ("kimi_k2"), which names the same code.
-  if (const json* stored = Lookup(config.raw, "model_type"); stored != nullptr && stored->is_string() &&
-      CanonicalModelType(stored->get<std::string>()) == config.model_type) {
-    out["model_type"] = *stored;
-  }
-  return out;
+  return WriteFields(Fields(), config, config.raw, ArchBit(config.model_type));
 }
 
 // DeepSeek-V2/V3 (deepseek.md §1, §5): what the MLA and DeepSeekMoE blocks need of the config.

@@ -7,7 +7,9 @@
 
 #include "core/error.h"
 #include "engine/chat_formats.h"
+#include "io/gguf.h"
 #include "io/json_util.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_config.h"
 #include "tokenizer/utf8.h"
@@ -208,6 +210,13 @@ ChatTemplate ChatTemplate::FromText(std::string_view text, const std::string& so
 }
 
 ChatTemplate ChatTemplate::FromModelDir(const std::string& dir) {
+  if (IsGgufPath(dir)) {  // tokenizer.chat_template in a GGUF file's metadata
+    const TokenizerConfig config = GgufTokenizerConfig(*GgufFile::Open(dir));
+    if (config.chat_template.empty()) {
+      Fail(dir, ": no chat template (no tokenizer.chat_template; use --raw to send the prompt untemplated)");
+    }
+    return FromText(config.chat_template, dir, &config);
+  }
   const std::filesystem::path base(dir);
   const std::optional<TokenizerConfig> config = LoadTokenizerConfig(dir);
   std::error_code ec;

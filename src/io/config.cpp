@@ -17,6 +17,8 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "io/gguf_config.h"
+#include "io/gguf_tensors.h"
 #include "io/json_util.h"
 #include "io/model_dir.h"
 
@@ -555,6 +557,7 @@ const std::vector<Field<RopeScaling>>& RopeFields() {
     f.push_back(OptNum("mscale_all_dim", &R::mscale_all_dim));
     f.push_back(OptNum("low_freq_factor", &R::low_freq_factor).Positive());
     f.push_back(OptNum("high_freq_factor", &R::high_freq_factor).Positive());
+    f.push_back(NumList("freq_factors", &R::freq_factors).When(is({"llama3"})));
     f.push_back(NumList("short_factor", &R::short_factor).When(is({"longrope"})));
     f.push_back(NumList("long_factor", &R::long_factor).When(is({"longrope"})));
     return f;
@@ -596,7 +599,11 @@ std::optional<RopeScaling> ReadRope(const json& v, const Ctx& ctx, std::string_v
     r.factor = mpe->get<double>() / static_cast<double>(*r.original_max_position_embeddings);
     CheckNumber(r.factor, Limits{Sign::kPositive, std::nullopt}, ctx.Child("factor"));
   }
-  if (type == "llama3") {
+  if (type == "llama3" && !r.freq_factors.empty()) {
+    for (const double f : r.freq_factors) {
+      if (!(f > 0.0) || !std::isfinite(f)) ctx.Child("freq_factors").Fail("entries must be positive and finite");
+    }
+  } else if (type == "llama3") {
     // rope.md §8: all three are needed to place the smooth band.
     for (const auto k : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
       if (!has(k)) ctx.Child(k).Fail("missing (required for rope type 'llama3')");
@@ -991,10 +998,7 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
 }
 
 ModelConfig LoadModelConfig(const std::string& dir) {
-  if (IsGgufPath(dir)) {
-    Fail(dir, ": a GGUF file: `tessera inspect` reads it, but GGUF models cannot be run yet (use the Hugging Face "
-              "checkpoint directory)");
-  }
+  if (IsGgufPath(dir)) return GgufModelConfig(*OpenGgufSet(dir).front());
   const fs::path root(ResolveModelDir(dir));
   const std::string path = (root / "config.json").string();
   ModelConfig config = ParseModelConfig(ReadBoundedFile(path, kMaxConfigBytes), path);
@@ -1156,6 +1160,7 @@ GenerationConfig ParseGenerationConfig(const std::string& json_text, const std::
 }
 
 GenerationConfig LoadGenerationConfig(const std::string& dir) {
+  if (IsGgufPath(dir)) return GenerationConfig{};  // GGUF stores no sampling defaults
   const std::string path = (fs::path(ResolveModelDir(dir)) / "generation_config.json").string();
   std::error_code ec;
   if (!fs::exists(path, ec)) return GenerationConfig{};

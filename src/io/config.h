@@ -40,6 +40,10 @@ struct RopeScaling {
   // llama3
   std::optional<double> low_freq_factor;
   std::optional<double> high_freq_factor;
+  // llama3 as a GGUF file stores it (tessera's key, io/gguf_config.h): one divisor per rotated
+  // pair, inv_freq[i] / freq_factors[i] (llama.cpp's rope_freqs tensor), in place of the three
+  // parameters above
+  std::vector<double> freq_factors;
   // longrope
   std::vector<double> short_factor;
   std::vector<double> long_factor;

@@ -2,7 +2,9 @@
 // them (gguf-py constants: LLM_KV_*), read back into the config.json keys of each family.
 #include "io/gguf_config.h"
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <charconv>
 #include <string>
 #include <string_view>
@@ -102,8 +104,22 @@ nlohmann::json GgufConfigJson(const GgufFile& file) {
     const std::string key = StrCat("tokenizer.ggml.", id, "_token_id");
     if (file.Find(key) != nullptr) c[std::string(id) == "padding" ? "pad_token_id" : StrCat(id, "_token_id")] = file.GetUint(key);
   }
-  if (file.FindTensor("rope_freqs.weight") != nullptr) {
-    Fail(file.path(), ": Llama 3 rope scaling stored as the rope_freqs tensor is not read yet");
+  if (const GgufTensorInfo* freqs = file.FindTensor("rope_freqs.weight"); freqs != nullptr) {
+    // Llama 3 rope scaling: the converter stores only the per-pair divisors it computed.
+    if (freqs->type->id != 0 || freqs->ne.size() != 1) Fail(file.path(), ": tensor 'rope_freqs.weight' must be F32 [pairs]");
+    std::vector<double> factors(freqs->ne[0]);
+    double largest = 1.0;
+    for (size_t i = 0; i < factors.size(); ++i) {
+      float f;
+      std::memcpy(&f, file.Data(*freqs) + 4 * i, 4);
+      factors[i] = f;
+      largest = std::max(largest, factors[i]);
+    }
+    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", largest}, {"freq_factors", factors}};
+  }
+  if (arch == "llama") {
+    if (file.FindTensor("blk.0.attn_q.bias") != nullptr) c["attention_bias"] = true;
+    if (file.FindTensor("blk.0.ffn_up.bias") != nullptr) c["mlp_bias"] = true;
   }
   const std::string scaling_key = arch + ".rope.scaling.type";
   if (file.Find(scaling_key) != nullptr && file.GetString(scaling_key) != "none") {
@@ -126,6 +142,11 @@ nlohmann::json GgufConfigJson(const GgufFile& file) {
       layers.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
     }
     c["layer_types"] = layers;
+    // Experts kept MXFP4 (as the converter writes them) read as the MXFP4 checkpoint's.
+    if (const GgufTensorInfo* experts = file.FindTensor("blk.0.ffn_gate_exps.weight");
+        experts != nullptr && experts->type->id == 39) {
+      c["quantization_config"] = {{"quant_method", "mxfp4"}};
+    }
     if (c.contains("moe_intermediate_size")) c["intermediate_size"] = c["moe_intermediate_size"];
     c.erase("moe_intermediate_size");
   }

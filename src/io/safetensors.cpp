@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/fail_point.h"
 #include "core/temp_file.h"
+#include "io/gguf_tensors.h"
 #include "io/json_util.h"
 #include "io/model_dir.h"
 
@@ -453,11 +454,21 @@ WeightStore WeightStore::Open(const std::string& path) {
     store.files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::Open(file_path)));
     return *store.files_.back();
   };
+  auto add_all = [&store](const SafetensorsFile& file) {
+    for (const TensorInfo& t : file.tensors()) store.index_.emplace(t.name, file.View(t));
+  };
 
   if (!fs::is_directory(status)) {
-    const auto& file = add_file(path);
-    for (size_t i = 0; i < file.tensors().size(); ++i)
-      store.index_.emplace(file.tensors()[i].name, std::make_pair(size_t{0}, i));
+    if (IsGgufPath(path)) {
+      store.gguf_ = std::make_unique<GgufHfTensors>(MapGgufTensors(OpenGgufSet(path)));
+      for (const GgufHfTensor& t : store.gguf_->tensors) {
+        if (!store.index_.emplace(t.info->name, TensorView{t.info, t.data, t.file}).second) {
+          Fail(*t.file, ": two tensors map to the Hugging Face tensor ", Quote(t.info->name));
+        }
+      }
+      return store;
+    }
+    add_all(add_file(path));
     return store;
   }
 
@@ -468,9 +479,7 @@ WeightStore WeightStore::Open(const std::string& path) {
     if (!fs::exists(single, ec)) {
       Fail(path, ": neither ", kSingleName, " nor ", kIndexName, " found (not a Hugging Face model directory?)");
     }
-    const auto& file = add_file(single.string());
-    for (size_t i = 0; i < file.tensors().size(); ++i)
-      store.index_.emplace(file.tensors()[i].name, std::make_pair(size_t{0}, i));
+    add_all(add_file(single.string()));
     return store;
   }
 
@@ -497,14 +506,13 @@ WeightStore WeightStore::Open(const std::string& path) {
     if (!fs::exists(shard_path, ec)) {
       Fail(index_name, ": shard ", Quote(shard), " is missing (", shard_path.string(), ")");
     }
-    const size_t file_index = store.files_.size();
     const auto& file = add_file(shard_path.string());
     for (const auto& name : names) {
       const TensorInfo* info = file.Find(name);
       if (info == nullptr) {
         Fail(file.path(), ": tensor ", Quote(name), " listed in ", index_name, " is missing from this shard");
       }
-      store.index_.emplace(name, std::make_pair(file_index, static_cast<size_t>(info - file.tensors().data())));
+      store.index_.emplace(name, file.View(*info));
     }
     for (const auto& t : file.tensors()) {
       const auto it = wm->find(t.name);
@@ -529,9 +537,18 @@ std::vector<std::string> WeightStore::names() const {
 std::optional<TensorView> WeightStore::Find(std::string_view name) const {
   const auto it = index_.find(std::string(name));
   if (it == index_.end()) return std::nullopt;
-  const auto& file = *files_[it->second.first];
-  return file.View(file.tensors()[it->second.second]);
+  return it->second;
 }
+
+const std::vector<std::unique_ptr<GgufFile>>& WeightStore::gguf_files() const {
+  static const std::vector<std::unique_ptr<GgufFile>> kNone;
+  return gguf_ ? gguf_->files : kNone;
+}
+
+WeightStore::WeightStore() = default;
+WeightStore::WeightStore(WeightStore&&) noexcept = default;
+WeightStore& WeightStore::operator=(WeightStore&&) noexcept = default;
+WeightStore::~WeightStore() = default;
 
 TensorView WeightStore::Get(std::string_view name) const {
   auto view = Find(name);

@@ -28,12 +28,20 @@
 
 namespace tessera {
 
+class GgufFile;
+struct GgufHfTensors;
+
 struct TensorInfo {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
   uint64_t begin = 0;  // [begin, end) relative to the data section
   uint64_t end = 0;
+  // GGUF tensors (io/gguf_tensors.h): a block-quantized ggml type id (q8_0, q4_K, ...; dtype U8,
+  // shape the logical [rows, cols] and each row its own blocks), or -1; and where the logical
+  // rows are stored (row_order[r] = stored row of logical row r; empty when in order).
+  int32_t ggml_type = -1;
+  std::vector<int64_t> row_order;
 
   uint64_t numel() const;  // 1 for a scalar (empty shape)
   uint64_t nbytes() const { return end - begin; }
@@ -91,6 +99,8 @@ class SafetensorsFile {
 // (io/model_dir.h); a snapshot directory of symlinks is read like any directory.
 class WeightStore {
  public:
+  // A checkpoint directory, a .safetensors file, or a GGUF file (or split set), whose tensors are
+  // read under their Hugging Face names (io/gguf_tensors.h).
   static WeightStore Open(const std::string& path);
 
   // Tensor names, sorted.
@@ -101,12 +111,20 @@ class WeightStore {
   size_t num_tensors() const { return index_.size(); }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   const std::string& path() const { return path_; }
+  // The GGUF files read (empty for safetensors); the first holds the metadata.
+  const std::vector<std::unique_ptr<GgufFile>>& gguf_files() const;
+  bool is_gguf() const { return gguf_ != nullptr; }
+
+  WeightStore();
+  WeightStore(WeightStore&&) noexcept;
+  WeightStore& operator=(WeightStore&&) noexcept;
+  ~WeightStore();
 
  private:
   std::string path_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  // name -> (file index, tensor index within that file)
-  std::unordered_map<std::string, std::pair<size_t, size_t>> index_;
+  std::unique_ptr<GgufHfTensors> gguf_;
+  std::unordered_map<std::string, TensorView> index_;
 };
 
 // ---- writing ---------------------------------------------------------------------------------

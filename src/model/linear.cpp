@@ -8,6 +8,7 @@
 #include "core/mapped_file.h"
 #include "core/profile.h"
 #include "core/thread_pool.h"
+#include "io/gguf.h"
 #include "kernels/int4.h"
 #include "kernels/mxfp4.h"
 #include "kernels/parallel_matmul.h"
@@ -54,6 +55,9 @@ constexpr std::array kFormats = {
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeFp8Linear(s, false, w); }},
     FormatRow{LinearFormat::kFp8Bf16, "fp8-bf16", 1,
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeFp8Linear(s, true, w); }},
+    // ggml: columns come in whole blocks of the type (checked per source).
+    FormatRow{LinearFormat::kGgml, "ggml", 1,
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeGgmlLinear(s, w); }},
 };
 
 const FormatRow& RowOf(LinearFormat format) {
@@ -101,6 +105,36 @@ LinearSource LinearSource::Tensor(std::string name, DType dtype, const uint8_t* 
   const size_t elem = DTypeSize(dtype);
   s.row_data = RowPointers(data, count, rows, cols * elem, row0, s.rows, col0 * elem);
   s.mapped.push_back({data, static_cast<size_t>(count * rows * cols) * elem});
+  return s;
+}
+
+LinearSource LinearSource::View(const TensorView& tensor, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols) {
+  const std::vector<int64_t>& shape = tensor.shape();
+  TESSERA_CHECK(shape.size() == 2);
+  const int64_t rows = shape[0], cols = shape[1];
+  LinearSource s;
+  s.name = tensor.name();
+  s.dtype = tensor.dtype();
+  s.ggml_type = tensor.info->ggml_type;
+  s.rows = nrows < 0 ? rows : nrows;
+  s.cols = ncols < 0 ? cols - col0 : ncols;
+  size_t row_bytes = static_cast<size_t>(cols) * DTypeSize(s.dtype), col_offset = static_cast<size_t>(col0) * DTypeSize(s.dtype);
+  if (s.ggml_type >= 0) {
+    const GgmlTypeInfo& type = *FindGgmlType(static_cast<uint32_t>(s.ggml_type));
+    if (col0 % type.block_size != 0 || s.cols % type.block_size != 0) {
+      Fail("tensor '", s.name, "': columns [", col0, ", ", col0 + s.cols, ") are not whole ", type.name, " blocks of ",
+           type.block_size);
+    }
+    row_bytes = static_cast<size_t>(cols / type.block_size) * type.block_bytes;
+    col_offset = static_cast<size_t>(col0 / type.block_size) * type.block_bytes;
+  }
+  TESSERA_CHECK(row0 >= 0 && row0 + s.rows <= rows && col0 >= 0 && col0 + s.cols <= cols);
+  const std::vector<int64_t>& order = tensor.info->row_order;
+  for (int64_t r = row0; r < row0 + s.rows; ++r) {
+    const int64_t stored = order.empty() ? r : order[static_cast<size_t>(r)];
+    s.row_data.push_back(tensor.data + static_cast<size_t>(stored) * row_bytes + col_offset);
+  }
+  s.mapped.push_back({tensor.data, tensor.nbytes()});
   return s;
 }
 
@@ -161,7 +195,8 @@ LinearSource LinearSource::Bitmask24Module(std::string name, DType dtype, const 
 
 LinearSource LinearSource::Interleave(LinearSource a, const LinearSource& b) {
   TESSERA_CHECK(a.count == b.count && a.rows == b.rows && a.cols == b.cols && a.int4() == b.int4() &&
-                a.mxfp4 == b.mxfp4 && a.col0 == b.col0 && a.SameSparsity(b) && a.fp8_block_cols == b.fp8_block_cols);
+                a.mxfp4 == b.mxfp4 && a.col0 == b.col0 && a.SameSparsity(b) && a.fp8_block_cols == b.fp8_block_cols &&
+                a.ggml_type == b.ggml_type);
   LinearSource s = a;
   s.name = a.name + " / " + b.name;
   s.rows = 2 * a.rows;
@@ -190,7 +225,8 @@ LinearSource LinearSource::Interleave(LinearSource a, const LinearSource& b) {
 
 void LinearSource::Append(const LinearSource& next) {
   TESSERA_CHECK(next.rows == rows && next.cols == cols && next.int4() == int4() && next.mxfp4 == mxfp4 &&
-                next.col0 == col0 && SameSparsity(next) && next.fp8_block_cols == fp8_block_cols);
+                next.col0 == col0 && SameSparsity(next) && next.fp8_block_cols == fp8_block_cols &&
+                next.ggml_type == ggml_type);
   const uint32_t shift = static_cast<uint32_t>(int4_tensors.size());
   int4_tensors.insert(int4_tensors.end(), next.int4_tensors.begin(), next.int4_tensors.end());
   for (const auto& [t, r] : next.int4_rows) int4_rows.emplace_back(t + shift, r);
@@ -201,6 +237,10 @@ void LinearSource::Append(const LinearSource& next) {
 }
 
 size_t LinearSource::RowBytes() const {
+  if (ggml_type >= 0) {
+    const GgmlTypeInfo& type = *FindGgmlType(static_cast<uint32_t>(ggml_type));
+    return static_cast<size_t>(cols / type.block_size) * type.block_bytes;
+  }
   return mxfp4 ? static_cast<size_t>(cols / 2) : static_cast<size_t>(cols) * DTypeSize(dtype);
 }
 
@@ -221,6 +261,10 @@ LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& 
     if (source.dtype == DType::kBF16 || source.nm_bitmask) return LinearFormat::kNmBf16;
   }
   if (source.mxfp4) return policy.fast ? LinearFormat::kMxfp4Q8 : LinearFormat::kMxfp4;
+  if (source.ggml_type >= 0) {
+    return policy.fast && policy.dense_int8 && source.cols % static_cast<int64_t>(kQ8Block) == 0 ? LinearFormat::kInt8
+                                                                                                : LinearFormat::kGgml;
+  }
   if (source.dtype == DType::kF8E4M3) {  // codes as stored (exact or bf16 activations), or int8 rows
     if (!policy.fast) return LinearFormat::kFp8;
     return policy.dense_int8 && source.cols % static_cast<int64_t>(kQ8Block) == 0 ? LinearFormat::kInt8

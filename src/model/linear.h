@@ -13,6 +13,8 @@
 //   nm-bf16          N:M sparse rows: kept bf16 values + a bit per column (kernels/nm_linear.h),
 //                    from dense-with-zeros rows or compressed-tensors sparse-24-bitmask (exact)
 //   nm-int8          the same rows quantized as the int8 format, int8 activations (fast path)
+//   ggml             a GGUF file's block-quantized rows (q8_0, q4_K, ...) as stored, decoded
+//                    exactly to float32 as they are multiplied (kernels/ggml_quants.h)
 //   fp8              DeepSeek-V3's e4m3fn codes with float32 scales per block of columns (and
 //                    rows), rows decoded exactly to float32 as they are multiplied (both paths)
 // ChooseLinearFormat is the one place that picks a format for a matrix, from its stored dtype and
@@ -31,11 +33,14 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "io/safetensors.h"
 #include "kernels/q8.h"
 
 namespace tessera {
 
-enum class LinearFormat : uint8_t { kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8, kNmBf16, kNmInt8, kFp8, kFp8Bf16 };
+enum class LinearFormat : uint8_t {
+  kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8, kNmBf16, kNmInt8, kFp8, kFp8Bf16, kGgml,
+};
 std::string_view LinearFormatName(LinearFormat format);
 // Every format, in the enum's order.
 const std::vector<LinearFormat>& LinearFormats();
@@ -118,6 +123,9 @@ struct LinearSource {
   // and the matrix is its dense columns [col0, col0 + cols).
   int nm_kept = 0, nm_group = 0;
   bool nm_bitmask = false;
+  // A ggml block type (GGUF q8_0, q4_K, ...; kernels/ggml_quants.h): each row is cols / block
+  // whole blocks at row_data (dtype U8); -1 otherwise.
+  int32_t ggml_type = -1;
   bool SameSparsity(const LinearSource& other) const {
     return nm_kept == other.nm_kept && nm_group == other.nm_group && nm_bitmask == other.nm_bitmask;
   }
@@ -131,6 +139,10 @@ struct LinearSource {
   // each matrix (col0, ncols multiples of 32 for MXFP4).
   static LinearSource Tensor(std::string name, DType dtype, const uint8_t* data, int64_t count, int64_t rows,
                              int64_t cols, int64_t row0 = 0, int64_t nrows = -1, int64_t col0 = 0, int64_t ncols = -1);
+  // The same for a stored 2-D tensor of any dtype or ggml block type, its rows in its row_order
+  // (GGUF q/k rows); col0 and ncols whole blocks for block types.
+  static LinearSource View(const TensorView& tensor, int64_t row0 = 0, int64_t nrows = -1, int64_t col0 = 0,
+                           int64_t ncols = -1);
   static LinearSource Mxfp4Tensor(std::string name, const uint8_t* codes, const uint8_t* scales, int64_t count,
                                   int64_t rows, int64_t cols, int64_t row0 = 0, int64_t nrows = -1, int64_t col0 = 0,
                                   int64_t ncols = -1);

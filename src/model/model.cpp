@@ -12,6 +12,7 @@
 #include "core/fail_point.h"
 #include "core/profile.h"
 #include "core/thread_pool.h"
+#include "kernels/ggml_quants.h"
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -80,11 +81,13 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
   ids.reserve(T);
   for (const ForwardSequence& s : batch) ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
   std::vector<float> x(T * H);
-  const size_t embed_row = static_cast<size_t>(H) * DTypeSize(embed_dtype_);
+  const size_t embed_row = embed_row_bytes_;
   std::optional<ProfileScope> embed_scope(std::in_place, "embedding", "", static_cast<double>(own * embed_row));
   for (int64_t t = 0; t < own; ++t) {
     const uint8_t* row = embed_ + static_cast<size_t>(ids[row0 + t]) * embed_row;
-    if (embed_dtype_ == DType::kBF16) {
+    if (embed_ggml_type_ >= 0) {
+      DequantizeGgmlRow(static_cast<uint32_t>(embed_ggml_type_), row, &x[t * H], static_cast<size_t>(H));
+    } else if (embed_dtype_ == DType::kBF16) {
       kt.convert_bf16_f32(reinterpret_cast<const uint16_t*>(row), &x[t * H], H);
     } else {
       for (int64_t i = 0; i < H; ++i) x[t * H + i] = ElementToF32(embed_dtype_, row + i * DTypeSize(embed_dtype_));

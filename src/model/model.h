@@ -222,6 +222,8 @@ class Model {
   const uint8_t* embed_ = nullptr;  // [V, H] in embed_dtype_: embed_copy_'s bytes
   ByteBuffer embed_copy_;
   DType embed_dtype_ = DType::kBF16;
+  int32_t embed_ggml_type_ = -1;  // a GGUF block type (rows decoded per token), or -1
+  size_t embed_row_bytes_ = 0;
   std::unique_ptr<LinearWeights> lm_head_;  // [V or V / P, H]
   std::vector<float> final_norm_;           // [H]
   std::vector<DecoderLayer> layers_;

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
+#include "io/gguf.h"
 #include "io/model_dir.h"
 #include "kernels/mxfp4.h"
 #include "kernels/nm_linear.h"
@@ -53,7 +54,8 @@ std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& 
   const std::string dir = ResolveModelDir(path);
   model->path_ = dir;
   model->config_ = LoadModelConfig(dir);
-  const std::string config_path = dir + "/config.json";
+  // A GGUF file is its own config (io/gguf_config.h).
+  const std::string config_path = IsGgufPath(dir) ? dir : dir + "/config.json";
   ValidateModelConfig(model->config_, config_path);
   const ModelConfig& c = model->config_;
   model->arch_ = &ArchitectureOf(c, config_path);
@@ -147,10 +149,13 @@ void Model::LoadWeights() {
                     int64_t cols = -1) { return ModuleSource(store, int4_, module, row0, rows, col0, cols, sparse_, fp8_); };
   // Matrices stored alike (one dtype, or all int4): the sources of one LinearWeights.
   auto same_kind = [&](const LinearSource& a, const LinearSource& b) {
-    if (a.int4() != b.int4() || (!a.int4() && a.dtype != b.dtype)) {
-      Fail(path_, ": tensors '", a.name, "' and '", b.name, "' must be stored alike (",
-           a.int4() ? std::string("int4") : std::string(DTypeName(a.dtype)), " vs ",
-           b.int4() ? std::string("int4") : std::string(DTypeName(b.dtype)), ")");
+    if (a.int4() != b.int4() || (!a.int4() && a.dtype != b.dtype) || a.ggml_type != b.ggml_type) {
+      auto kind = [](const LinearSource& s) {
+        if (s.int4()) return std::string("int4");
+        if (s.ggml_type >= 0) return std::string(FindGgmlType(static_cast<uint32_t>(s.ggml_type))->name);
+        return std::string(DTypeName(s.dtype));
+      };
+      Fail(path_, ": tensors '", a.name, "' and '", b.name, "' must be stored alike (", kind(a), " vs ", kind(b), ")");
     }
     if (!a.SameSparsity(b)) {
       Fail(path_, ": tensors '", a.name, "' and '", b.name, "' must follow the same N:M pattern and storage (",
@@ -193,10 +198,12 @@ void Model::LoadWeights() {
   ReleaseMappedRange(embed.data, embed.nbytes());
   embed_ = embed_copy_.data();
   embed_dtype_ = embed.dtype();
+  embed_ggml_type_ = embed.info->ggml_type;
+  embed_row_bytes_ = embed.nbytes() / static_cast<size_t>(V);
   {
     // Vocabulary-parallel lm_head rows; tied, they are the embedding table's copy (borrowed).
     LinearSource s = c.tie_word_embeddings
-                         ? LinearSource::Tensor(embed_name, embed.dtype(), embed_, 1, V, H, r * nv_, nv_ == V ? -1 : nv_)
+                         ? LinearSource::View(TensorView{embed.info, embed_, embed.file}, r * nv_, nv_ == V ? -1 : nv_)
                          : matrix("lm_head", r * nv_, nv_ == V ? -1 : nv_);
     s.shared = c.tie_word_embeddings;
     lm_head_ = load(s, LinearPolicy{fast, int8, options_.sparse_kernels}, c.tie_word_embeddings);
@@ -461,7 +468,7 @@ std::string Model::LinearFormatsInUse() const {
 
 double Model::DecodeBytes(int64_t position, std::optional<KvType> kv) const {
   const ModelConfig& c = config_;
-  double bytes = static_cast<double>(c.hidden_size * DTypeSize(embed_dtype_));  // the embedding row
+  double bytes = static_cast<double>(embed_row_bytes_);  // the embedding row
   ForEachMatrixOfAToken([&](const LinearWeights& w, double times) { bytes += times * w.BytesPerMatrix(); });
   if (!kv) return bytes;
   // One position's key and value rows in one layer of this rank's cache (KvCache's layout).

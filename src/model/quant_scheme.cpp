@@ -248,8 +248,7 @@ LinearSource ModuleSource(const WeightStore& store, const std::optional<Int4Sche
                                          col0, cols);
   }
   if (!scheme || !scheme->Quantizes(module)) {
-    const TensorView t = store.Get(module + ".weight");
-    LinearSource s = LinearSource::Tensor(t.name(), t.dtype(), t.data, 1, t.shape()[0], t.shape()[1], row0, rows, col0, cols);
+    LinearSource s = LinearSource::View(store.Get(module + ".weight"), row0, rows, col0, cols);
     if (nm) s.nm_kept = sparse->kept, s.nm_group = sparse->group;
     return s;
   }

@@ -100,7 +100,7 @@ Rope Rope::FromConfig(const ModelConfig& config, const std::string& source) {
   if (type == "dynamic" && r.max_position_embeddings_ <= 0) {
     Fail(source, ": max_position_embeddings: must be positive for dynamic RoPE, got ", r.max_position_embeddings_);
   }
-  if (type == "yarn" || type == "llama3") {
+  if (type == "yarn" || (type == "llama3" && rs.freq_factors.empty())) {
     if (!rs.original_max_position_embeddings || *rs.original_max_position_embeddings <= 0) {
       Fail(source, ": rope_scaling.original_max_position_embeddings: missing (required for rope type '", type, "')");
     }
@@ -109,7 +109,12 @@ Rope Rope::FromConfig(const ModelConfig& config, const std::string& source) {
   if (type == "yarn" && rs.attention_factor && !(*rs.attention_factor > 0.0)) {
     Fail(source, ": rope_scaling.attention_factor: must be positive, got ", *rs.attention_factor);
   }
-  if (type == "llama3") {
+  if (type == "llama3" && !rs.freq_factors.empty()) {
+    if (static_cast<int64_t>(rs.freq_factors.size()) * 2 != r.rotary_dim_) {
+      Fail(source, ": rope_scaling.freq_factors: ", rs.freq_factors.size(), " entries for ", r.rotary_dim_,
+           " rotated dimensions (one per pair)");
+    }
+  } else if (type == "llama3") {
     if (!rs.low_freq_factor || !rs.high_freq_factor) {
       Fail(source, ": rope_scaling: low_freq_factor and high_freq_factor are required for rope type 'llama3'");
     }
@@ -242,6 +247,9 @@ RopeFrequencies Rope::Compute(int64_t seq_len) const {
       out.attention_factor = static_cast<float>(
           std::sqrt(1.0 + std::log(rs.factor) / std::log(static_cast<double>(original_max_))));
     }
+  } else if (type_ == "llama3" && !rs.freq_factors.empty()) {
+    // llama.cpp: theta = pos base^(-2i/d) / factor_i.
+    for (size_t i = 0; i < out.inv_freq.size(); ++i) out.inv_freq[i] /= static_cast<float>(rs.freq_factors[i]);
   } else if (type_ == "llama3") {
     // float32 tensor arithmetic with the Python scalars rounded to float, as HF computes it.
     const double l0 = static_cast<double>(original_max_);

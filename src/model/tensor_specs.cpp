@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/json_util.h"
 #include "kernels/mxfp4.h"
 #include "model/architecture.h"
@@ -303,7 +304,15 @@ std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs,
       problems.push_back({TensorProblem::Type::kShape, spec.name,
                           StrCat("shape ", ShapeToString(t.shape), ", expected ", ShapeToString(spec.shape))});
     }
-    if (!DTypeFits(spec, t.dtype)) {
+    // GGUF block types (q8_0, q4_K, ...) hold matrices: the ggml linear format reads them.
+    const bool matrix = spec.kind == TensorKind::kLinearWeight || spec.kind == TensorKind::kEmbedding ||
+                        spec.kind == TensorKind::kRouterWeight || spec.kind == TensorKind::kExpertLinear ||
+                        spec.kind == TensorKind::kLmHead;
+    if (t.ggml_type >= 0 && !matrix) {
+      problems.push_back({TensorProblem::Type::kDType, spec.name,
+                          StrCat("ggml type ", FindGgmlType(static_cast<uint32_t>(t.ggml_type))->name,
+                                 ", expected a float type (only matrices may be block-quantized)")});
+    } else if (t.ggml_type < 0 && !DTypeFits(spec, t.dtype)) {
       const bool any_float = spec.dtype == DType::kBF16 || spec.kind == TensorKind::kInt4Scales ||
                              spec.kind == TensorKind::kRouterCorrectionBias;
       const std::string expected = any_float ? std::string("BF16, F16 or F32") : std::string(DTypeName(spec.dtype));

@@ -8,11 +8,13 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "io/gguf.h"
 #include "io/json_util.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/embedded_assets.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/pipeline_json.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/split_regex.h"
 #include "tokenizer/tokenizer_config.h"
 #include "tokenizer/utf8.h"
@@ -702,6 +704,10 @@ Tokenizer Tokenizer::FromFile(const std::string& path) {
 }
 
 Tokenizer Tokenizer::FromModelDir(const std::string& dir) {
+  if (IsGgufPath(dir)) {  // the tokenizer in a GGUF file's metadata (gguf_vocab.h)
+    const std::unique_ptr<GgufFile> file = GgufFile::Open(dir);
+    return FromJson(GgufTokenizerJson(*file).dump(), dir);
+  }
   const std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) Fail(dir, ": no tokenizer.json in this directory");
@@ -734,7 +740,7 @@ void Tokenizer::ApplyConfig(const TokenizerConfig& config) {
 
 Tokenizer Tokenizer::FromPath(const std::string& dir_or_file) {
   std::error_code ec;
-  if (std::filesystem::is_directory(dir_or_file, ec)) return FromModelDir(dir_or_file);
+  if (std::filesystem::is_directory(dir_or_file, ec) || IsGgufPath(dir_or_file)) return FromModelDir(dir_or_file);
   return FromFile(dir_or_file);
 }
 

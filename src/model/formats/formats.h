@@ -28,6 +28,9 @@ std::unique_ptr<LinearWeights> MakeNmLinear(const LinearSource& source, bool int
 // (fp8.cpp).
 std::unique_ptr<LinearWeights> MakeFp8Linear(const LinearSource& source, bool bf16, const std::string& where);
 
+// A GGUF file's block-quantized rows as stored, decoded exactly as they are multiplied (ggml.cpp).
+std::unique_ptr<LinearWeights> MakeGgmlLinear(const LinearSource& source, const std::string& where);
+
 // Copies the stored rows of every matrix of `source`, in order, to dst (count x rows x row bytes
 // of `row_bytes`, from row_data when `scales` is false, else row_scales); on GlobalPool().
 void GatherRows(const LinearSource& source, bool scales, size_t row_bytes, uint8_t* dst);

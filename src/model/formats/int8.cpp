@@ -1,6 +1,6 @@
 // int8 rows: each weight row quantized symmetrically to int8 with one float scale (kernels/q8.h
 // layout, 16-row interleaved groups), multiplied against q8 activations (matmul_q8_int8). Made at
-// load from a bf16 / f16 / f32 source, or an fp8 one (DeepSeek-V3's block-scaled e4m3fn rows,
+// load from a bf16 / f16 / f32 source, a GGUF block-quantized one, or an fp8 one (DeepSeek-V3's block-scaled e4m3fn rows,
 // dequantized exactly first), which is then released; fast path only (its accuracy cost is in
 // docs/ACCURACY.md).
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/ggml_quants.h"
 #include "kernels/kernels.h"
 #include "model/formats/formats.h"
 
@@ -45,6 +46,10 @@ class Int8Linear final : public LinearWeights {
         const size_t e = task / groups, r0 = task % groups * kQ8Group, nr = std::min(kQ8Group, n - r0);
         for (size_t r = 0; r < nr; ++r) {
           const uint8_t* row = source.row_data[e * n + r0 + r];
+          if (source.ggml_type >= 0) {  // a GGUF block row, dequantized exactly
+            DequantizeGgmlRow(static_cast<uint32_t>(source.ggml_type), row, &rows_f32[r * k], k);
+            continue;
+          }
           if (fp8) {
             // The exact dequantized row; a NaN code (which the vector decoders do not flag) or
             // scale makes the row NaN, refused below.

@@ -1,0 +1,253 @@
+// GGUF tokenizer metadata as tokenizer.json (gguf_vocab.h).
+#include "tokenizer/gguf_vocab.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "core/error.h"
+#include "io/json_util.h"
+
+namespace tessera {
+namespace {
+
+using nlohmann::json;
+
+// One row per tokenizer.ggml.pre family llama.cpp knows (llama-vocab.cpp's pre-tokenizer names),
+// with the regex of the Hugging Face tokenizer.json that llama.cpp's adaptation stands for.
+struct PreRow {
+  std::array<std::string_view, 5> names;
+  std::string_view regex;
+  bool ignore_merges;  // whole words looked up in the vocabulary before merging
+  bool add_bos;        // llama.cpp's default when tokenizer.ggml.add_bos_token is absent
+};
+
+constexpr std::string_view kLlama3Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kGpt4oRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kTekkenRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+constexpr std::array kPreRows = {
+    PreRow{{"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"}, kLlama3Regex, true, true},
+    PreRow{{"qwen2", "deepseek-r1-qwen"}, kQwen2Regex, false, false},
+    PreRow{{"gpt-4o", "llama4"}, kGpt4oRegex, false, false},
+    PreRow{{"tekken"}, kTekkenRegex, true, true},
+};
+
+// Token types (gguf-py TokenType).
+constexpr int64_t kControl = 3, kUserDefined = 4;
+
+template <typename T>
+const std::vector<T>& ArrayOf(const GgufFile& file, std::string_view key, size_t size) {
+  const GgufValue* value = file.Find(key);
+  if (value == nullptr) Fail(file.path(), ": metadata ", Quote(key), " is missing");
+  const auto* array = std::get_if<std::vector<T>>(&value->value);
+  if (array == nullptr) Fail(file.path(), ": metadata ", Quote(key), " has the wrong type");
+  if (size != 0 && array->size() != size) {
+    Fail(file.path(), ": metadata ", Quote(key), " has ", array->size(), " entries for ", size, " tokens");
+  }
+  return *array;
+}
+
+// Whether every character of `token` stands for a byte in the byte-level (GPT-2) alphabet:
+// the printable Latin-1 characters for themselves, U+0100 .. U+0143 for the others.
+bool ByteLevelSpelling(std::string_view token) {
+  for (size_t i = 0; i < token.size();) {
+    const auto c = static_cast<unsigned char>(token[i]);
+    uint32_t cp;
+    if (c < 0x80) {
+      cp = c, i += 1;
+    } else if ((c & 0xe0) == 0xc0 && i + 1 < token.size()) {
+      cp = ((c & 0x1fu) << 6) | (static_cast<unsigned char>(token[i + 1]) & 0x3fu), i += 2;
+    } else {
+      return false;
+    }
+    const bool printable = (cp >= 0x21 && cp <= 0x7e) || (cp >= 0xa1 && cp <= 0xac) || (cp >= 0xae && cp <= 0xff);
+    if (!printable && !(cp >= 0x100 && cp <= 0x143)) return false;
+  }
+  return true;
+}
+
+// UTF-8 character boundaries of `s` (byte offsets, excluding 0 and s.size()).
+std::vector<size_t> CharBoundaries(std::string_view s) {
+  std::vector<size_t> out;
+  for (size_t i = 1; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xc0) != 0x80) out.push_back(i);
+  }
+  return out;
+}
+
+json TemplateProcessing(const std::vector<std::pair<std::string, int64_t>>& prefix,
+                        const std::vector<std::pair<std::string, int64_t>>& suffix) {
+  json single = json::array(), pair = json::array(), specials = json::object();
+  auto add = [&](const std::vector<std::pair<std::string, int64_t>>& tokens, json& into) {
+    for (const auto& [text, id] : tokens) {
+      into.push_back({{"SpecialToken", {{"id", text}, {"type_id", 0}}}});
+      specials[text] = {{"id", text}, {"ids", {id}}, {"tokens", {text}}};
+    }
+  };
+  add(prefix, single);
+  single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+  add(suffix, single);
+  add(prefix, pair);
+  pair.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+  add(suffix, pair);
+  add(prefix, pair);
+  pair.push_back({{"Sequence", {{"id", "B"}, {"type_id", 1}}}});
+  add(suffix, pair);
+  return {{"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", specials}};
+}
+
+}  // namespace
+
+json GgufTokenizerJson(const GgufFile& file) {
+  const std::string model = file.GetString("tokenizer.ggml.model");
+  const std::vector<std::string>& tokens = file.GetStrings("tokenizer.ggml.tokens");
+  if (tokens.empty()) Fail(file.path(), ": metadata 'tokenizer.ggml.tokens' is empty");
+  std::vector<int64_t> types(tokens.size(), 1);
+  if (file.Find("tokenizer.ggml.token_type") != nullptr) types = ArrayOf<int64_t>(file, "tokenizer.ggml.token_type", tokens.size());
+  const bool byte_level = model == "gpt2";
+  if (!byte_level && model != "llama") {
+    Fail(file.path(), ": tokenizer.ggml.model ", Quote(model), " is not read here (gpt2: byte-level BPE, llama: SentencePiece BPE)");
+  }
+  const PreRow* pre = nullptr;
+  if (byte_level) {
+    const std::string name = file.Find("tokenizer.ggml.pre") ? file.GetString("tokenizer.ggml.pre") : "";
+    for (const PreRow& row : kPreRows) {
+      if (std::find(row.names.begin(), row.names.end(), name) != row.names.end() && !name.empty()) pre = &row;
+    }
+    if (pre == nullptr) {
+      std::string known;
+      for (const PreRow& row : kPreRows) {
+        for (std::string_view n : row.names) {
+          if (!n.empty()) known += StrCat(known.empty() ? "" : ", ", n);
+        }
+      }
+      Fail(file.path(), ": tokenizer.ggml.pre ", Quote(name), " has no row here (known: ", known, ")");
+    }
+  }
+
+  json vocab = json::object(), added = json::array();
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const bool is_added = types[id] == kControl || types[id] == kUserDefined;
+    // Byte-level vocabularies key tokens by the bytes their characters spell; an added token
+    // spelled otherwise (DeepSeek's full-width bars) lives in added_tokens only.
+    if (!is_added || !byte_level || ByteLevelSpelling(tokens[id])) vocab[tokens[id]] = id;
+    if (is_added) {
+      added.push_back({{"id", id}, {"content", tokens[id]}, {"single_word", false}, {"lstrip", false},
+                       {"rstrip", false}, {"normalized", false}, {"special", types[id] == kControl}});
+    }
+  }
+  if (vocab.size() != tokens.size() && !byte_level) Fail(file.path(), ": tokenizer.ggml.tokens repeats a token");
+
+  json merges = json::array();
+  if (byte_level) {
+    for (const std::string& m : file.GetStrings("tokenizer.ggml.merges")) merges.push_back(m);
+  } else {
+    // transformers' SentencePiece extraction: every split of a token into two tokens, ranked by
+    // the token's score (highest first), ties in vocabulary order of (left, right).
+    const std::vector<double>& scores = ArrayOf<double>(file, "tokenizer.ggml.scores", tokens.size());
+    std::unordered_map<std::string_view, int64_t> ids;
+    for (size_t id = 0; id < tokens.size(); ++id) ids.emplace(tokens[id], static_cast<int64_t>(id));
+    struct Merge {
+      double score;
+      int64_t left, right;
+    };
+    std::vector<Merge> all;
+    for (size_t id = 0; id < tokens.size(); ++id) {
+      const std::string_view piece = tokens[id];
+      for (const size_t at : CharBoundaries(piece)) {
+        const auto left = ids.find(piece.substr(0, at)), right = ids.find(piece.substr(at));
+        if (left != ids.end() && right != ids.end()) all.push_back({scores[id], left->second, right->second});
+      }
+    }
+    std::stable_sort(all.begin(), all.end(), [](const Merge& a, const Merge& b) {
+      if (a.score != b.score) return a.score > b.score;
+      return std::pair(a.left, a.right) < std::pair(b.left, b.right);
+    });
+    for (const Merge& m : all) merges.push_back({tokens[static_cast<size_t>(m.left)], tokens[static_cast<size_t>(m.right)]});
+  }
+
+  json out;
+  out["version"] = "1.0";
+  out["truncation"] = nullptr;
+  out["padding"] = nullptr;
+  out["added_tokens"] = added;
+  json bpe = {{"type", "BPE"}, {"dropout", nullptr}, {"continuing_subword_prefix", nullptr},
+              {"end_of_word_suffix", nullptr}, {"vocab", vocab}, {"merges", merges}};
+  if (byte_level) {
+    out["normalizer"] = nullptr;
+    out["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", pre->regex}}}, {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+    out["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+    bpe.update({{"unk_token", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", pre->ignore_merges}});
+  } else {
+    const bool prefix = file.Find("tokenizer.ggml.add_space_prefix") ? file.GetBool("tokenizer.ggml.add_space_prefix") : true;
+    json steps = json::array();
+    if (prefix) steps.push_back({{"type", "Prepend"}, {"prepend", "\u2581"}});
+    steps.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}});
+    out["normalizer"] = {{"type", "Sequence"}, {"normalizers", steps}};
+    out["pre_tokenizer"] = nullptr;
+    json decoders = {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                     {{"type", "ByteFallback"}},
+                     {{"type", "Fuse"}}};
+    if (prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+    out["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
+    json unk = nullptr;
+    if (file.Find("tokenizer.ggml.unknown_token_id") != nullptr) {
+      const uint64_t id = file.GetUint("tokenizer.ggml.unknown_token_id");
+      if (id >= tokens.size()) Fail(file.path(), ": tokenizer.ggml.unknown_token_id ", id, " is not a token");
+      unk = tokens[id];
+    }
+    bpe.update({{"unk_token", unk}, {"fuse_unk", true}, {"byte_fallback", true}, {"ignore_merges", false}});
+  }
+  out["model"] = bpe;
+
+  const TokenizerConfig config = GgufTokenizerConfig(file);
+  std::vector<std::pair<std::string, int64_t>> prefix, suffix;
+  auto special = [&](const char* key) {
+    const uint64_t id = file.GetUint(key);
+    if (id >= tokens.size()) Fail(file.path(), ": metadata ", Quote(key), " = ", id, " is not a token");
+    return std::pair(tokens[id], static_cast<int64_t>(id));
+  };
+  const bool add_bos = config.add_bos_token.value_or(byte_level ? pre->add_bos : true);
+  const bool add_eos = config.add_eos_token.value_or(false);
+  if (add_bos && file.Find("tokenizer.ggml.bos_token_id") != nullptr) prefix.push_back(special("tokenizer.ggml.bos_token_id"));
+  if (add_eos && file.Find("tokenizer.ggml.eos_token_id") != nullptr) suffix.push_back(special("tokenizer.ggml.eos_token_id"));
+  out["post_processor"] = TemplateProcessing(prefix, suffix);
+  return out;
+}
+
+TokenizerConfig GgufTokenizerConfig(const GgufFile& file) {
+  TokenizerConfig config;
+  config.source = file.path();
+  const std::vector<std::string>* tokens =
+      file.Find("tokenizer.ggml.tokens") != nullptr ? &file.GetStrings("tokenizer.ggml.tokens") : nullptr;
+  auto token = [&](const char* key) {
+    ConfigToken t;
+    if (file.Find(key) == nullptr || tokens == nullptr) return t;
+    const uint64_t id = file.GetUint(key);
+    if (id >= tokens->size()) Fail(file.path(), ": metadata ", Quote(key), " = ", id, " is not a token");
+    t.present = true;
+    t.content = (*tokens)[id];
+    return t;
+  };
+  config.bos_token = token("tokenizer.ggml.bos_token_id");
+  config.eos_token = token("tokenizer.ggml.eos_token_id");
+  if (file.Find("tokenizer.ggml.add_bos_token") != nullptr) config.add_bos_token = file.GetBool("tokenizer.ggml.add_bos_token");
+  if (file.Find("tokenizer.ggml.add_eos_token") != nullptr) config.add_eos_token = file.GetBool("tokenizer.ggml.add_eos_token");
+  if (file.Find("tokenizer.chat_template") != nullptr) config.chat_template = file.GetString("tokenizer.chat_template");
+  return config;
+}
+
+}  // namespace tessera

@@ -56,6 +56,7 @@ void FillAvx512Kernels(KernelTable& t) {
   FillAvx512Nm(t);  // nm_linear_avx512.cpp
   if (GetCpuFeatures().avx512_vbmi2) FillAvx512Vbmi2Nm(t);  // nm_linear_avx512vbmi2.cpp
   if (GetCpuFeatures().avx512_vnni) FillAvx512VnniQ8(t);  // q8_avx512vnni.cpp
+  if (GetCpuFeatures().avx512_vnni) FillAvx512VnniGgmlQ8(t);  // ggml_q8_avx512vnni.cpp
   if (GetCpuFeatures().avx512_vnni && GetCpuFeatures().avx512_vbmi2) FillAvx512VnniNm(t);  // nm_linear_avx512vnni.cpp
 }
 

@@ -35,6 +35,14 @@ struct Int4Weights {
   size_t group;
 };
 
+// A GGUF block-quantized matrix repacked for the q8 path (kernels/ggml_q8.h): its ggml type,
+// codes and binary16 block scales (group 0 of 16 rows first).
+struct GgmlQ8Weights {
+  uint32_t type;
+  const uint8_t* codes;
+  const uint16_t* scales;
+};
+
 // An N:M sparse matrix (kernels/nm_linear.h): row group g (rows 16 g ..) at data + 16 g row_bytes;
 // scales [n] f32 for int8 (else null).
 struct NmWeights {
@@ -59,6 +67,7 @@ struct KernelTable {
   const char* matmul_q8_int8_isa;
   const char* matmul_int4_isa;
   const char* matmul_q8_int4_isa;
+  const char* matmul_q8_ggml_isa;
   const char* matmul_nm_bf16_isa;
   const char* matmul_q8_nm_int8_isa;
   const char* attend_isa;
@@ -208,6 +217,12 @@ struct KernelTable {
   void (*matmul_q8_int4)(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, size_t n_end,
                          const float* bias, float* y, size_t ldy);
 
+  // GGUF block types against q8 activations (kernels/ggml_q8.h defines the layouts and the
+  // result, kernels/q8.h's with the type's integer weights and block scales; every ISA reproduces
+  // it bit for bit). Column ranges as for the q8 entries.
+  void (*matmul_q8_ggml)(Q8Rows x, size_t m, size_t k, const GgmlQ8Weights& w, size_t n_begin, size_t n_end,
+                         const float* bias, float* y, size_t ldy);
+
   // N:M sparse weights (kernels/nm_linear.h defines the layout and both results, which every ISA
   // reproduces bit for bit). Column ranges: n_begin % 16 == 0, n_end % 16 == 0 or n_end == n.
   // Exact: bf16 kept values, float32 activations x [m, k], row stride k.
@@ -239,6 +254,8 @@ void FillAvx512Attention(KernelTable& table);
 // q8 entries (q8_avx2.cpp; q8_avx512vnni.cpp, used only when the CPU has AVX512-VNNI).
 void FillAvx2Q8(KernelTable& table);
 void FillAvx512VnniQ8(KernelTable& table);
+// matmul_q8_ggml (ggml_q8_avx512vnni.cpp, with AVX512-VNNI).
+void FillAvx512VnniGgmlQ8(KernelTable& table);
 // decode_fp8_row (fp8_avx2.cpp / fp8_avx512.cpp).
 void FillAvx2Fp8(KernelTable& table);
 void FillAvx512Fp8(KernelTable& table);

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "kernels/attend_each_head.h"
+#include "kernels/ggml_q8.h"
 #include "kernels/kernels.h"
 #include "kernels/kv_int8.h"
 #include "kernels/mxfp4.h"
@@ -363,6 +364,16 @@ void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, s
   }
 }
 
+void MatmulQ8Ggml(Q8Rows x, size_t m, size_t k, const GgmlQ8Weights& w, size_t n_begin, size_t n_end,
+                  const float* bias, float* y, size_t ldy) {
+  std::vector<int8_t> weights(k);
+  std::vector<float> scales(k / 32);
+  for (size_t j = n_begin; j < n_end; ++j) {
+    GgmlQ8Column(w, k, j, weights.data(), scales.data());
+    Q8ReferenceColumn(x, m, k, weights.data(), scales.data(), j, bias, y, ldy);
+  }
+}
+
 }  // namespace
 
 void FillReferenceKernels(KernelTable& t) {
@@ -408,6 +419,8 @@ void FillReferenceKernels(KernelTable& t) {
   t.matmul_int4_isa = "scalar";
   t.matmul_q8_int4 = MatmulQ8Int4;
   t.matmul_q8_int4_isa = "scalar";
+  t.matmul_q8_ggml = MatmulQ8Ggml;
+  t.matmul_q8_ggml_isa = "scalar";
   FillReferenceNm(t);  // nm_linear.cpp
 }
 

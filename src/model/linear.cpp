@@ -9,6 +9,7 @@
 #include "core/profile.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
+#include "kernels/ggml_q8.h"
 #include "kernels/int4.h"
 #include "kernels/mxfp4.h"
 #include "kernels/parallel_matmul.h"
@@ -58,6 +59,8 @@ constexpr std::array kFormats = {
     // ggml: columns come in whole blocks of the type (checked per source).
     FormatRow{LinearFormat::kGgml, "ggml", 1,
               [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeGgmlLinear(s, w); }},
+    FormatRow{LinearFormat::kGgmlQ8, "ggml-q8", 32,
+              [](const LinearSource& s, LinearFormat, const std::string& w, bool) { return MakeGgmlQ8Linear(s, w); }},
 };
 
 const FormatRow& RowOf(LinearFormat format) {
@@ -261,9 +264,10 @@ LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& 
     if (source.dtype == DType::kBF16 || source.nm_bitmask) return LinearFormat::kNmBf16;
   }
   if (source.mxfp4) return policy.fast ? LinearFormat::kMxfp4Q8 : LinearFormat::kMxfp4;
-  if (source.ggml_type >= 0) {
-    return policy.fast && policy.dense_int8 && source.cols % static_cast<int64_t>(kQ8Block) == 0 ? LinearFormat::kInt8
-                                                                                                : LinearFormat::kGgml;
+  if (source.ggml_type >= 0) {  // GGUF blocks: as stored, or against q8 activations where a form exists
+    const bool whole = source.cols % static_cast<int64_t>(kQ8Block) == 0;
+    if (policy.fast && whole && GgmlQ8Supported(static_cast<uint32_t>(source.ggml_type))) return LinearFormat::kGgmlQ8;
+    return policy.fast && policy.dense_int8 && whole ? LinearFormat::kInt8 : LinearFormat::kGgml;
   }
   if (source.dtype == DType::kF8E4M3) {  // codes as stored (exact or bf16 activations), or int8 rows
     if (!policy.fast) return LinearFormat::kFp8;

@@ -15,6 +15,8 @@
 //   nm-int8          the same rows quantized as the int8 format, int8 activations (fast path)
 //   ggml             a GGUF file's block-quantized rows (q8_0, q4_K, ...) as stored, decoded
 //                    exactly to float32 as they are multiplied (kernels/ggml_quants.h)
+//   ggml-q8          q8_0 and q4_0 rows repacked at the file's size for int8 activations
+//                    (kernels/ggml_q8.h; fast path)
 //   fp8              DeepSeek-V3's e4m3fn codes with float32 scales per block of columns (and
 //                    rows), rows decoded exactly to float32 as they are multiplied (both paths)
 // ChooseLinearFormat is the one place that picks a format for a matrix, from its stored dtype and
@@ -39,7 +41,7 @@
 namespace tessera {
 
 enum class LinearFormat : uint8_t {
-  kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8, kNmBf16, kNmInt8, kFp8, kFp8Bf16, kGgml,
+  kBf16, kF16, kF32, kInt8, kMxfp4, kMxfp4Q8, kInt4, kInt4Q8, kNmBf16, kNmInt8, kFp8, kFp8Bf16, kGgml, kGgmlQ8,
 };
 std::string_view LinearFormatName(LinearFormat format);
 // Every format, in the enum's order.

@@ -30,6 +30,8 @@ std::unique_ptr<LinearWeights> MakeFp8Linear(const LinearSource& source, bool bf
 
 // A GGUF file's block-quantized rows as stored, decoded exactly as they are multiplied (ggml.cpp).
 std::unique_ptr<LinearWeights> MakeGgmlLinear(const LinearSource& source, const std::string& where);
+// The same rows repacked for q8 activations (q8_0, q4_0; ggml_q8.cpp).
+std::unique_ptr<LinearWeights> MakeGgmlQ8Linear(const LinearSource& source, const std::string& where);
 
 // Copies the stored rows of every matrix of `source`, in order, to dst (count x rows x row bytes
 // of `row_bytes`, from row_data when `scales` is false, else row_scales); on GlobalPool().

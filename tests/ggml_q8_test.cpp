@@ -37,8 +37,9 @@ struct GgmlMatrix {
   std::vector<uint8_t> blocks;  // [n] rows of ggml blocks
   std::vector<uint8_t> codes;
   std::vector<uint16_t> scales;
+  std::vector<uint8_t> highs, sub;
   std::vector<float> bias;
-  GgmlQ8Weights weights() const { return GgmlQ8Weights{type, codes.data(), scales.data()}; }
+  GgmlQ8Weights weights() const { return GgmlQ8Weights{type, codes.data(), scales.data(), highs.data(), sub.data()}; }
 };
 
 GgmlMatrix RandomGgml(std::mt19937& rng, uint32_t type, size_t n, size_t k) {
@@ -50,15 +51,23 @@ GgmlMatrix RandomGgml(std::mt19937& rng, uint32_t type, size_t n, size_t k) {
   std::uniform_real_distribution<float> log_scale(-4.0f, -1.0f);
   w.blocks.resize(n * w.row_bytes);
   for (auto& b : w.blocks) b = static_cast<uint8_t>(byte(rng));
+  // The binary16 fields of each block (ggml-common.h): d, and dmin for the k-quants with mins.
+  const std::vector<size_t> halves = type == 14 ? std::vector<size_t>{208} : type >= 12 ? std::vector<size_t>{0, 2}
+                                                                                        : std::vector<size_t>{0};
   for (size_t at = 0; at < w.blocks.size(); at += info.block_bytes) {
-    const int p = pick(rng);
-    const float mag = p == 0 ? 0.0f : std::pow(10.0f, log_scale(rng));
-    const uint16_t d = F32ToF16(p == 1 ? -mag : mag);
-    std::memcpy(&w.blocks[at], &d, 2);
+    for (const size_t field : halves) {
+      const int p = pick(rng);
+      const float mag = p == 0 ? 0.0f : std::pow(10.0f, log_scale(rng));
+      const uint16_t d = F32ToF16(p == 1 ? -mag : mag);
+      std::memcpy(&w.blocks[at + field], &d, 2);
+    }
   }
-  w.codes.assign(GgmlQ8CodeBytes(type, n, k), 0);
-  w.scales.assign(GgmlQ8ScaleEntries(n, k), 0);
-  for (size_t j = 0; j < n; ++j) PackGgmlQ8Row(type, j, k, &w.blocks[j * w.row_bytes], w.codes.data(), w.scales.data());
+  const GgmlQ8Sizes sizes = GgmlQ8SizesOf(type, n, k);
+  w.codes.assign(sizes.codes, 0);
+  w.scales.assign(sizes.scales, 0);
+  w.highs.assign(sizes.highs + 1, 0);
+  w.sub.assign(sizes.sub + 1, 0);
+  for (size_t j = 0; j < n; ++j) PackGgmlQ8Row(type, j, k, &w.blocks[j * w.row_bytes], w.weights());
   std::normal_distribution<float> normal(0.0f, 1.0f);
   w.bias.resize(n);
   for (auto& b : w.bias) b = normal(rng);
@@ -92,25 +101,29 @@ void RunGgml(const KernelTable& t, const GgmlMatrix& w, const Q8Activations& xq,
   return ::testing::AssertionSuccess();
 }
 
-constexpr uint32_t kTypes[] = {8, 2};  // q8_0, q4_0
+constexpr uint32_t kTypes[] = {8, 2, 12, 13, 14};  // q8_0, q4_0, q4_K, q5_K, q6_K
 
 TEST(GgmlQ8Packing, KeepsGgmlsDequantizedWeightsAndPadsWithZeros) {
   std::mt19937 rng(5);
   for (const uint32_t type : kTypes) {
-    const size_t n = 37, k = 256;
+    const size_t n = 37, k = 512, sub = GgmlQ8SubBlock(type);
     const GgmlMatrix w = RandomGgml(rng, type, n, k);
-    std::vector<float> want(k), scales(k / 32);
+    std::vector<float> want(k), scales(k / sub), mins(k / 32);
     std::vector<int8_t> ints(k);
     for (size_t j = 0; j < Q8PaddedColumns(n); ++j) {
-      GgmlQ8Column(w.weights(), k, j, ints.data(), scales.data());
+      GgmlQ8Column(w.weights(), k, j, ints.data(), scales.data(), mins.data());
+      // ggml's value: w * s - mn, each product rounded (q6_K: (d * sc) * (u - 32)).
+      auto value = [&](size_t c) {
+        const float product = static_cast<float>(ints[c]) * scales[c / sub];
+        return GgmlQ8HasMins(type) ? scales[c / sub] * static_cast<float>(ints[c]) - mins[c / 32] : product;
+      };
       if (j >= n) {
-        for (size_t c = 0; c < k; ++c) ASSERT_EQ(float(ints[c]) * scales[c / 32], 0.0f) << "padding row " << j;
+        for (size_t c = 0; c < k; ++c) ASSERT_EQ(value(c), 0.0f) << "padding row " << j;
         continue;
       }
       ASSERT_TRUE(DequantizeGgmlRow(type, &w.blocks[j * w.row_bytes], want.data(), k));
       for (size_t c = 0; c < k; ++c) {
-        ASSERT_EQ(Bits(static_cast<float>(ints[c]) * scales[c / 32]), Bits(want[c]))
-            << FindGgmlType(type)->name << " row " << j << " col " << c;
+        ASSERT_EQ(Bits(value(c)), Bits(want[c])) << FindGgmlType(type)->name << " row " << j << " col " << c;
       }
     }
   }
@@ -130,7 +143,8 @@ TEST_P(GgmlQ8IsaTest, MatchesReferenceBits) {
   SCOPED_TRACE(testing::Message() << "seed=" << seed_ << " isa=" << table().matmul_q8_ggml_isa);
   const KernelTable& ref = KernelsFor(Isa::kScalar);
   for (const uint32_t type : kTypes) {
-    for (size_t k : {32, 96, 256, 1024}) {
+    for (size_t k : {32, 96, 256, 512, 1024}) {
+      if (k % GgmlQ8RowBlock(type) != 0) continue;
       for (size_t n : {1, 15, 17, 33, 70}) {
         const GgmlMatrix w = RandomGgml(rng_, type, n, k);
         for (size_t m : {0, 1, 2, 3, 4, 5, 7, 9, 10, 17}) {

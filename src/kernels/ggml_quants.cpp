@@ -187,6 +187,40 @@ void Q6_K(const uint8_t* b, float* y) {
 
 }  // namespace
 
+bool UnpackGgmlKBlock(uint32_t type_id, const uint8_t* b, GgmlKBlock& out) {
+  if (type_id == 12 || type_id == 13) {
+    std::memcpy(&out.d, b, 2);
+    std::memcpy(&out.dmin, b + 2, 2);
+    for (int j = 0; j < 8; ++j) ScaleMinK4(j, b + 4, out.sub[j], out.min[j]);
+    const uint8_t* high = type_id == 13 ? b + 16 : nullptr;
+    const uint8_t* q = b + (type_id == 13 ? 48 : 16);
+    // As Q45_K: 64 values per 32 bytes, low nibbles first; fifth bits u1, u2 moving up by 2.
+    for (int j = 0, bit = 0; j < 256; j += 64, bit += 2, q += 32) {
+      for (int l = 0; l < 32; ++l) {
+        out.u[j + l] = static_cast<uint8_t>((q[l] & 0xF) | (high != nullptr && (high[l] >> bit & 1) ? 16 : 0));
+        out.u[j + 32 + l] = static_cast<uint8_t>((q[l] >> 4) | (high != nullptr && (high[l] >> (bit + 1) & 1) ? 16 : 0));
+      }
+    }
+    return true;
+  }
+  if (type_id != 14) return false;
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  std::memcpy(out.sub, b + 192, 16);
+  std::memcpy(&out.d, b + 208, 2);
+  out.dmin = 0;
+  std::memset(out.min, 0, sizeof(out.min));
+  for (int n = 0; n < 256; n += 128, ql += 64, qh += 32) {
+    for (int l = 0; l < 32; ++l) {
+      out.u[n + l] = static_cast<uint8_t>((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+      out.u[n + l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+      out.u[n + l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+      out.u[n + l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+    }
+  }
+  return true;
+}
+
 bool DequantizeGgmlRow(uint32_t type_id, const uint8_t* src, float* dst, size_t n) {
   auto blocks = [&](size_t values, size_t bytes, auto&& one) {
     for (size_t i = 0; i < n / values; ++i) one(src + i * bytes, dst + i * values);

@@ -25,4 +25,18 @@ namespace tessera {
 // 39 mxfp4) from `src` into `dst`. Returns false for a type it does not define (nothing written).
 bool DequantizeGgmlRow(uint32_t type_id, const uint8_t* src, float* dst, size_t n);
 
+// The integers of one 256-value k-quant block, from which dequantize_row_* computes its values:
+//   q4_K / q5_K  value c = float(d) * sub[c / 32] * u[c] - float(dmin) * min[c / 32]
+//                (u in 0..15 / 0..31; sub, min the 6-bit scales and mins; each product rounded)
+//   q6_K         value c = float(d) * int8(sub[c / 16]) * (u[c] - 32)   (u in 0..63)
+// d and dmin are the binary16 bits (dmin 0 for q6_K).
+struct GgmlKBlock {
+  uint8_t u[256];
+  uint8_t sub[16];
+  uint8_t min[8];
+  uint16_t d, dmin;
+};
+// type_id 12 (q4_K), 13 (q5_K) or 14 (q6_K); false for any other type.
+bool UnpackGgmlKBlock(uint32_t type_id, const uint8_t* block, GgmlKBlock& out);
+
 }  // namespace tessera

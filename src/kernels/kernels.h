@@ -36,11 +36,14 @@ struct Int4Weights {
 };
 
 // A GGUF block-quantized matrix repacked for the q8 path (kernels/ggml_q8.h): its ggml type,
-// codes and binary16 block scales (group 0 of 16 rows first).
+// codes, binary16 scales (per block; per 256-value super-block for the k-quants), and for the
+// k-quants the high code bits and the sub-block scales / mins (group 0 of 16 rows first).
 struct GgmlQ8Weights {
   uint32_t type;
   const uint8_t* codes;
   const uint16_t* scales;
+  const uint8_t* highs = nullptr;
+  const uint8_t* sub = nullptr;
 };
 
 // An N:M sparse matrix (kernels/nm_linear.h): row group g (rows 16 g ..) at data + 16 g row_bytes;

@@ -366,11 +366,26 @@ void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, s
 
 void MatmulQ8Ggml(Q8Rows x, size_t m, size_t k, const GgmlQ8Weights& w, size_t n_begin, size_t n_end,
                   const float* bias, float* y, size_t ldy) {
+  const size_t nb = k / 32, sub = GgmlQ8SubBlock(w.type);
+  const bool has_mins = GgmlQ8HasMins(w.type);
   std::vector<int8_t> weights(k);
-  std::vector<float> scales(k / 32);
+  std::vector<float> scales(k / sub), mins(nb);
   for (size_t j = n_begin; j < n_end; ++j) {
-    GgmlQ8Column(w, k, j, weights.data(), scales.data());
-    Q8ReferenceColumn(x, m, k, weights.data(), scales.data(), j, bias, y, ldy);
+    GgmlQ8Column(w, k, j, weights.data(), scales.data(), mins.data());
+    for (size_t i = 0; i < m; ++i) {
+      const int8_t* qi = x.q + i * k;
+      float acc = 0.0f;
+      for (size_t b = 0; b < nb; ++b) {
+        const float d = x.d[i * nb + b];
+        for (size_t t = b * 32 / sub; t < (b + 1) * 32 / sub; ++t) {
+          int32_t dot = 0;
+          for (size_t c = t * sub; c < (t + 1) * sub; ++c) dot += int32_t{qi[c]} * int32_t{weights[c]};
+          acc = std::fma(static_cast<float>(dot), d * scales[t], acc);
+        }
+        if (has_mins) acc = std::fma(-static_cast<float>(x.sum[i * nb + b]), d * mins[b], acc);
+      }
+      y[i * ldy + j] = bias ? acc + bias[j] : acc;
+    }
   }
 }
 

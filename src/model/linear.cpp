@@ -265,8 +265,11 @@ LinearFormat ChooseLinearFormat(const LinearSource& source, const LinearPolicy& 
   }
   if (source.mxfp4) return policy.fast ? LinearFormat::kMxfp4Q8 : LinearFormat::kMxfp4;
   if (source.ggml_type >= 0) {  // GGUF blocks: as stored, or against q8 activations where a form exists
+    const auto type = static_cast<uint32_t>(source.ggml_type);
     const bool whole = source.cols % static_cast<int64_t>(kQ8Block) == 0;
-    if (policy.fast && whole && GgmlQ8Supported(static_cast<uint32_t>(source.ggml_type))) return LinearFormat::kGgmlQ8;
+    if (policy.fast && GgmlQ8Supported(type) && source.cols % static_cast<int64_t>(GgmlQ8RowBlock(type)) == 0) {
+      return LinearFormat::kGgmlQ8;
+    }
     return policy.fast && policy.dense_int8 && whole ? LinearFormat::kInt8 : LinearFormat::kGgml;
   }
   if (source.dtype == DType::kF8E4M3) {  // codes as stored (exact or bf16 activations), or int8 rows

@@ -15,7 +15,8 @@
 //   nm-int8          the same rows quantized as the int8 format, int8 activations (fast path)
 //   ggml             a GGUF file's block-quantized rows (q8_0, q4_K, ...) as stored, decoded
 //                    exactly to float32 as they are multiplied (kernels/ggml_quants.h)
-//   ggml-q8          q8_0 and q4_0 rows repacked at the file's size for int8 activations
+//   ggml-q8          q8_0, q4_0, q4_K, q5_K, q6_K rows repacked at about the file's size for
+//                    int8 activations
 //                    (kernels/ggml_q8.h; fast path)
 //   fp8              DeepSeek-V3's e4m3fn codes with float32 scales per block of columns (and
 //                    rows), rows decoded exactly to float32 as they are multiplied (both paths)

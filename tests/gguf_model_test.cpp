@@ -13,6 +13,7 @@
 //   - gpt-oss's MXFP4 experts, split and repacked by the converter, give the checkpoint's logits.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -157,6 +158,31 @@ TEST(GgufGptOss, MxfpExpertsGiveTheCheckpointsLogits) {
   }
 }
 
+// A split set (gguf-split's naming and split.* keys; the metadata in the first file) loads as the
+// single file does; a missing part is a one-line error.
+TEST(GgufSplit, ASplitSetLoadsAsTheWholeFile) {
+  const ScratchDir dir;
+  const std::string whole = dir / "model.gguf";
+  test::WriteGgufLikeLlamaCpp(kGoldens + "qwen3_a", whole);
+  const auto file = GgufFile::Open(whole);
+  std::vector<GgufTensorToWrite> parts[2];
+  for (size_t i = 0; i < file->tensors().size(); ++i) {
+    const GgufTensorInfo& t = file->tensors()[i];
+    parts[i % 2].push_back({t.name, t.ne, t.type->id, std::string(reinterpret_cast<const char*>(file->Data(t)), t.nbytes)});
+  }
+  for (int k = 0; k < 2; ++k) {
+    std::vector<std::pair<std::string, GgufValue>> meta = k == 0 ? file->metadata() : decltype(meta){};
+    meta.emplace_back("split.no", GgufUint32(static_cast<uint32_t>(k)));
+    meta.emplace_back("split.count", GgufUint32(2));
+    WriteGguf(dir / StrCat("model-0000", k + 1, "-of-00002.gguf"), meta, parts[k]);
+  }
+  const std::vector<int32_t> ids = LoadModelGolden(kGoldens + "qwen3_a").sequence();
+  EXPECT_EQ(PrefillLogits(*Model::Load(dir / "model-00001-of-00002.gguf"), ids), PrefillLogits(*Model::Load(whole), ids));
+  fs::remove(dir / "model-00002-of-00002.gguf");
+  EXPECT_NE(ErrorOf([&] { Model::Load(dir / "model-00001-of-00002.gguf"); }).find("split 2 of 2 is missing"),
+            std::string::npos);
+}
+
 TEST(GgufModelErrors, UnmappedTensorsAndMixedPairsAreOneLineErrors) {
   const ScratchDir dir;
   const std::string gguf = dir / "model.gguf";
@@ -168,11 +194,29 @@ TEST(GgufModelErrors, UnmappedTensorsAndMixedPairsAreOneLineErrors) {
     for (const GgufTensorInfo& t : file->tensors()) {
       tensors.push_back({t.name, t.ne, t.type->id, std::string(reinterpret_cast<const char*>(file->Data(t)), t.nbytes)});
     }
+    WriteGguf(dir / "mixed.gguf", file->metadata(), [&] {
+      // gate and up of one MLP in different types: they are one matrix here.
+      auto mixed = tensors;
+      for (GgufTensorToWrite& t : mixed) {
+        if (t.name != "blk.0.ffn_up.weight") continue;
+        std::string half(t.bytes.size() / 2, '\0');
+        for (size_t i = 0; i < half.size() / 2; ++i) {
+          float v;
+          std::memcpy(&v, &t.bytes[4 * i], 4);
+          const uint16_t h = F32ToF16(v);
+          std::memcpy(&half[2 * i], &h, 2);
+        }
+        t.type = 1;
+        t.bytes = half;
+      }
+      return mixed;
+    }());
     tensors.push_back({"blk.0.attn_bogus.weight", {4}, 0, std::string(16, '\0')});
     WriteGguf(dir / "extra.gguf", file->metadata(), tensors);
   }
   EXPECT_NE(ErrorOf([&] { Model::Load(dir / "extra.gguf"); }).find("'blk.0.attn_bogus.weight' has no Hugging Face counterpart"),
             std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Model::Load(dir / "mixed.gguf"); }).find("must be stored alike (F32 vs F16)"), std::string::npos);
 }
 
 }  // namespace

@@ -37,6 +37,8 @@
 
 #include "cli/bench_profile.h"
 #include "cli/commands.h"
+#include "io/gguf.h"
+#include "io/gguf_config.h"
 #include "kernels/nm_linear.h"
 #include "kernels/peak.h"
 #include "cli/model_options.h"
@@ -79,6 +81,8 @@ std::string ModelLabel(const Model& m) {
     std::snprintf(buf, sizeof(buf), p >= 1e9 ? "%.1fB" : "%.0fM", p >= 1e9 ? p / 1e9 : p / 1e6);
     size = buf;
   }
+  // A GGUF file: llama-bench's own label for it, so the two tables line up.
+  if (IsGgufPath(m.path())) return GgufModelLabel(*GgufFile::Open(m.path()), m.parameters());
   if (c.model_type == "gpt_oss") return "gpt-oss " + size + " MXFP4 MoE";
   // llama.cpp style for the other families: "llama 8.0B BF16", "qwen3_moe 30.5B BF16".
   std::string dtype = m.options().dense == DenseWeights::kInt8 ? "Q8 (int8 rows)" : "as stored";
@@ -360,14 +364,16 @@ void RunBench(const BenchArgs& a) {
     results.push_back(r);
   }
   // The prefill ceiling, measured in this run after the pp repetitions: int8 dot products when
-  // the dense matrices are int8 (the q8 path), else f32 FMAs; pp's rate in matmul FLOPs (every
+  // the dense matrices are int8 or mostly GGUF blocks on the q8 path, else f32 FMAs; pp's rate in matmul FLOPs (every
   // weight a token multiplies, Model::MatmulFlopsPerToken) over it.
   ComputePeak peak;
   double pp_peak = 0.0, pp_fraction = 0.0;
   const char* peak_kind = "f32 FMA";
   if (a.prompt > 0) {
     peak = MeasureComputePeak(GlobalPool().num_threads());
-    const bool int8 = model->options().dense == DenseWeights::kInt8 && peak.int8_ops > 0;
+    const bool q8_weights = model->options().dense == DenseWeights::kInt8 ||
+                            model->LinearFormatsInUse().rfind("ggml-q8", 0) == 0;  // GGUF blocks, mostly q8 path
+    const bool int8 = q8_weights && peak.int8_ops > 0;
     pp_peak = int8 ? peak.int8_ops : peak.f32_flops;
     if (int8) peak_kind = "int8 VNNI";
     if (pp_peak > 0) pp_fraction = results.front().mean() * model->MatmulFlopsPerToken() / pp_peak;

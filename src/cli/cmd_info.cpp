@@ -27,12 +27,13 @@ void RegisterInfo(CLI::App& app) {
                 "matmul_mxfp4=%s rope_apply=%s "
                 "gather_reduce=%s attend=%s quantize_q8=%s matmul_q8_mxfp4=%s matmul_q8_int8=%s matmul_int4=%s "
                 "matmul_q8_int4=%s matmul_nm_bf16=%s matmul_q8_nm_int8=%s decode_fp8_row=%s matmul_fp8_dot=%s "
-                "matmul_fp8_bf16=%s\n",
+                "matmul_fp8_bf16=%s matmul_q8_ggml=%s\n",
                 k.convert_bf16_f32_isa, k.dot_bf16_f32_isa, k.matmul_bf16_isa, k.matmul_f16_isa,
                 k.matmul_f32_isa, k.matmul_mxfp4_isa,
                 k.rope_apply_isa, k.gather_reduce_isa, k.attend_isa, k.quantize_q8_isa, k.matmul_q8_mxfp4_isa,
                 k.matmul_q8_int8_isa, k.matmul_int4_isa, k.matmul_q8_int4_isa, k.matmul_nm_bf16_isa,
-                k.matmul_q8_nm_int8_isa, k.decode_fp8_row_isa, k.matmul_fp8_dot_isa, k.matmul_fp8_bf16_isa);
+                k.matmul_q8_nm_int8_isa, k.decode_fp8_row_isa, k.matmul_fp8_dot_isa, k.matmul_fp8_bf16_isa,
+                k.matmul_q8_ggml_isa);
     std::printf("threads: %d (cpus available: %d)\n", GlobalPool().num_threads(), DefaultThreadCount());
     // What model/architecture.h and model/linear.h describe: the model_types and weight formats.
     std::string archs;

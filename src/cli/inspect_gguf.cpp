@@ -107,6 +107,7 @@ void InspectGguf(const std::string& path, bool json) {
     out["alignment"] = file->alignment();
     out["architecture"] = Quote(architecture, 200);
     out["parameters"] = params;
+    if (file->Find("general.file_type") != nullptr) out["file_type"] = GgufFileTypeName(file->GetUint("general.file_type"));
     out["tensor_bytes"] = bytes;
     out["file_bytes"] = file->file_size();
     for (const auto& [key, value] : file->metadata()) out["metadata"][Quote(key, 200)] = ToJson(value);
@@ -131,6 +132,10 @@ void InspectGguf(const std::string& path, bool json) {
   std::printf("format: GGUF v%u (alignment %u), %zu metadata keys, %zu tensors\n", file->version(), file->alignment(),
               file->metadata().size(), file->tensors().size());
   std::printf("architecture: %s\n", architecture.empty() ? "(general.architecture missing)" : Quote(architecture).c_str());
+  if (file->Find("general.file_type") != nullptr && !GgufFileTypeName(file->GetUint("general.file_type")).empty()) {
+    std::printf("file type: %s (llama-bench: %s)\n", std::string(GgufFileTypeName(file->GetUint("general.file_type"))).c_str(),
+                GgufModelLabel(*file, params).c_str());
+  }
   std::printf("metadata:\n");
   for (const auto& [key, value] : file->metadata()) std::printf("  %s = %s\n", Quote(key).c_str(), Summary(value).c_str());
   std::printf("parameters: %llu, tensor bytes %llu (%.3f bits per weight), file %llu bytes\n",
@@ -163,7 +168,8 @@ void InspectGguf(const std::string& path, bool json) {
   } catch (const Error& e) {
     std::printf("config: not read (%s)\n", e.what());
   }
-  std::printf("loading: GGUF models do not run yet; inspect reads their headers\n");
+  std::printf("loading: every command takes the file (-m FILE.gguf); the exact path multiplies the types as stored, "
+              "the fast path runs q8_0, q4_0, q4_K, q5_K and q6_K against int8 activations\n");
   std::fflush(stdout);
 }
 

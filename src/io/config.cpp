@@ -998,7 +998,10 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
 }
 
 ModelConfig LoadModelConfig(const std::string& dir) {
-  if (IsGgufPath(dir)) return GgufModelConfig(*OpenGgufSet(dir).front());
+  if (IsGgufPath(dir)) {
+    const std::vector<std::unique_ptr<GgufFile>> set = OpenGgufSet(dir);
+    return GgufModelConfig(*set.front(), set);
+  }
   const fs::path root(ResolveModelDir(dir));
   const std::string path = (root / "config.json").string();
   ModelConfig config = ParseModelConfig(ReadBoundedFile(path, kMaxConfigBytes), path);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <charconv>
 #include <string>
@@ -66,7 +67,44 @@ double ShortestFloat(double value) {
 
 }  // namespace
 
-nlohmann::json GgufConfigJson(const GgufFile& file) {
+std::string_view GgufFileTypeName(uint64_t file_type) {
+  // llama.h's llama_ftype values; retired ones (4-6, 33-35) are left out.
+  static constexpr std::pair<uint64_t, std::string_view> kNames[] = {
+      {0, "all F32"},        {1, "F16"},           {2, "Q4_0"},          {3, "Q4_1"},
+      {7, "Q8_0"},           {8, "Q5_0"},          {9, "Q5_1"},          {10, "Q2_K - Medium"},
+      {11, "Q3_K - Small"},  {12, "Q3_K - Medium"}, {13, "Q3_K - Large"}, {14, "Q4_K - Small"},
+      {15, "Q4_K - Medium"}, {16, "Q5_K - Small"},  {17, "Q5_K - Medium"}, {18, "Q6_K"},
+      {21, "Q2_K - Small"},  {32, "BF16"},          {38, "MXFP4 MoE"},
+  };
+  for (const auto& [id, name] : kNames) {
+    if (id == file_type) return name;
+  }
+  return "";
+}
+
+std::string GgufModelLabel(const GgufFile& file, uint64_t parameters) {
+  const std::string arch = file.Find("general.architecture") ? file.GetString("general.architecture") : "unknown";
+  const double p = static_cast<double>(parameters);
+  char size[32];
+  if (p >= 1e9) std::snprintf(size, sizeof(size), "%.0fB", p / 1e9);
+  else std::snprintf(size, sizeof(size), "%.0fM", p / 1e6);
+  std::string type = "unknown type";
+  if (file.Find("general.file_type") != nullptr) {
+    const std::string_view name = GgufFileTypeName(file.GetUint("general.file_type"));
+    type = name.empty() ? StrCat("file type ", file.GetUint("general.file_type")) : std::string(name);
+  }
+  return StrCat(arch, " ", size, " ", type);
+}
+
+nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::unique_ptr<GgufFile>>& split) {
+  // A tensor of the set: in the metadata file or any other split.
+  auto tensor = [&](std::string_view name) -> std::pair<const GgufFile*, const GgufTensorInfo*> {
+    if (const GgufTensorInfo* t = file.FindTensor(name)) return {&file, t};
+    for (const auto& other : split) {
+      if (const GgufTensorInfo* t = other->FindTensor(name)) return {other.get(), t};
+    }
+    return {nullptr, nullptr};
+  };
   const std::string arch = file.GetString("general.architecture");
   const ArchRow* row = nullptr;
   for (const ArchRow& r : kArchRows) {
@@ -96,30 +134,30 @@ nlohmann::json GgufConfigJson(const GgufFile& file) {
     c["vocab_size"] = file.GetUint(arch + ".vocab_size");
   } else if (file.Find("tokenizer.ggml.tokens") != nullptr) {
     c["vocab_size"] = file.GetStrings("tokenizer.ggml.tokens").size();
-  } else if (const GgufTensorInfo* embed = file.FindTensor("token_embd.weight"); embed != nullptr && embed->ne.size() == 2) {
+  } else if (const GgufTensorInfo* embed = tensor("token_embd.weight").second; embed != nullptr && embed->ne.size() == 2) {
     c["vocab_size"] = embed->ne[1];
   }
-  c["tie_word_embeddings"] = file.FindTensor("output.weight") == nullptr;
+  c["tie_word_embeddings"] = tensor("output.weight").second == nullptr;
   for (const char* id : {"bos", "eos", "padding"}) {
     const std::string key = StrCat("tokenizer.ggml.", id, "_token_id");
     if (file.Find(key) != nullptr) c[std::string(id) == "padding" ? "pad_token_id" : StrCat(id, "_token_id")] = file.GetUint(key);
   }
-  if (const GgufTensorInfo* freqs = file.FindTensor("rope_freqs.weight"); freqs != nullptr) {
+  if (const auto [freqs_file, freqs] = tensor("rope_freqs.weight"); freqs != nullptr) {
     // Llama 3 rope scaling: the converter stores only the per-pair divisors it computed.
     if (freqs->type->id != 0 || freqs->ne.size() != 1) Fail(file.path(), ": tensor 'rope_freqs.weight' must be F32 [pairs]");
     std::vector<double> factors(freqs->ne[0]);
     double largest = 1.0;
     for (size_t i = 0; i < factors.size(); ++i) {
       float f;
-      std::memcpy(&f, file.Data(*freqs) + 4 * i, 4);
+      std::memcpy(&f, freqs_file->Data(*freqs) + 4 * i, 4);
       factors[i] = f;
       largest = std::max(largest, factors[i]);
     }
     c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", largest}, {"freq_factors", factors}};
   }
   if (arch == "llama") {
-    if (file.FindTensor("blk.0.attn_q.bias") != nullptr) c["attention_bias"] = true;
-    if (file.FindTensor("blk.0.ffn_up.bias") != nullptr) c["mlp_bias"] = true;
+    if (tensor("blk.0.attn_q.bias").second != nullptr) c["attention_bias"] = true;
+    if (tensor("blk.0.ffn_up.bias").second != nullptr) c["mlp_bias"] = true;
   }
   const std::string scaling_key = arch + ".rope.scaling.type";
   if (file.Find(scaling_key) != nullptr && file.GetString(scaling_key) != "none") {
@@ -143,7 +181,7 @@ nlohmann::json GgufConfigJson(const GgufFile& file) {
     }
     c["layer_types"] = layers;
     // Experts kept MXFP4 (as the converter writes them) read as the MXFP4 checkpoint's.
-    if (const GgufTensorInfo* experts = file.FindTensor("blk.0.ffn_gate_exps.weight");
+    if (const GgufTensorInfo* experts = tensor("blk.0.ffn_gate_exps.weight").second;
         experts != nullptr && experts->type->id == 39) {
       c["quantization_config"] = {{"quant_method", "mxfp4"}};
     }
@@ -154,8 +192,8 @@ nlohmann::json GgufConfigJson(const GgufFile& file) {
   return c;
 }
 
-ModelConfig GgufModelConfig(const GgufFile& file) {
-  const ModelConfig config = ParseModelConfig(GgufConfigJson(file).dump(), file.path());
+ModelConfig GgufModelConfig(const GgufFile& file, const std::vector<std::unique_ptr<GgufFile>>& split) {
+  const ModelConfig config = ParseModelConfig(GgufConfigJson(file, split).dump(), file.path());
   ValidateModelConfig(config, file.path());
   return config;
 }

@@ -5,6 +5,9 @@
 // (gpt-oss: SwiGLU limit 7, YaRN without truncation, sliding attention on even layers).
 #pragma once
 
+#include <memory>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "io/config.h"
@@ -12,11 +15,20 @@
 
 namespace tessera {
 
+// llama.cpp's name of a general.file_type value (llama_model_ftype_name: "Q4_K - Medium",
+// "Q8_0", "MXFP4 MoE", ...), or "" for a value it does not name.
+std::string_view GgufFileTypeName(uint64_t file_type);
+// The label llama-bench prints for the file: "<arch> <size> <file type>" ("llama 8B Q4_K - Medium"),
+// size the parameter count rounded as llama.cpp's model size names are (8.03 B -> "8B").
+std::string GgufModelLabel(const GgufFile& file, uint64_t parameters);
+
 // config.json's content for the file; a one-line error naming the file and the key for an
 // architecture without a row, a missing required key, or what cannot be represented yet
 // (Llama 3 rope scaling stored only as the rope_freqs tensor).
-nlohmann::json GgufConfigJson(const GgufFile& file);
+// Tensors the metadata refers to (the embedding, rope_freqs, ...) are looked up in `file` and then
+// in the other files of its split set, if any.
+nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::unique_ptr<GgufFile>>& split = {});
 // The same, parsed and checked as any config.json.
-ModelConfig GgufModelConfig(const GgufFile& file);
+ModelConfig GgufModelConfig(const GgufFile& file, const std::vector<std::unique_ptr<GgufFile>>& split = {});
 
 }  // namespace tessera

@@ -20,6 +20,7 @@
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "io/config.h"
+#include "io/gguf.h"
 #include "io/json_util.h"
 #include "io/model_dir.h"
 #include "io/output_dir.h"
@@ -84,9 +85,16 @@ void RequireDistinct(const std::string& in_dir, const std::string& out_dir) {
 
 void RequireDistinctDirs(const std::string& in_dir, const std::string& out_dir) { RequireDistinct(in_dir, out_dir); }
 
+void RefuseGguf(const std::string& in_dir, const std::string& what) {
+  if (IsGgufPath(in_dir)) {
+    Fail(in_dir, ": a GGUF file; ", what, " reads Hugging Face checkpoint directories (a GGUF file's own tensor types run as they are)");
+  }
+}
+
 DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, const std::string& what,
                                       bool gpt_oss_mxfp4) {
   DenseFamilyInput in;
+  RefuseGguf(in_dir, what);
   in.dir = ResolveModelDir(in_dir);
   RequireDistinctDirs(in.dir, out_dir);
   in.config_path = in.dir + "/config.json";
@@ -237,6 +245,7 @@ QuantizeResult QuantizeCheckpoint(const std::string& in_dir, const std::string& 
   if (options.max_shard_bytes == 0) Fail(out_dir, ": the maximum shard size must be positive");
 
   // ---- the input, checked completely before anything is written
+  RefuseGguf(in_dir, "quantize");
   const std::string dir = ResolveModelDir(in_dir);
   RequireDistinct(dir, out_dir);  // before anything else: --force must never touch the input
   const std::string config_path = dir + "/config.json";

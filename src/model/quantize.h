@@ -84,6 +84,8 @@ ConvertedModel WriteConvertedModel(const std::string& dir, const std::string& ou
                                    const std::function<void(uint64_t, uint64_t)>& progress);
 // Throws a one-line error when out_dir is in_dir (also through links).
 void RequireDistinctDirs(const std::string& in_dir, const std::string& out_dir);
+// One line for a GGUF input: the converters read checkpoint directories.
+void RefuseGguf(const std::string& in_dir, const std::string& what);
 
 // The input checks of the dense-family converters (int4 quantizers, sparsify): `in_dir`
 // resolved (hub caches through refs/main) and distinct from `out_dir`, its config loaded and

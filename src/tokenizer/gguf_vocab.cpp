@@ -42,7 +42,7 @@ constexpr std::array kPreRows = {
 };
 
 // Token types (gguf-py TokenType).
-constexpr int64_t kControl = 3, kUserDefined = 4;
+constexpr int64_t kUnknown = 2, kControl = 3, kUserDefined = 4;
 
 template <typename T>
 const std::vector<T>& ArrayOf(const GgufFile& file, std::string_view key, size_t size) {
@@ -136,13 +136,15 @@ json GgufTokenizerJson(const GgufFile& file) {
 
   json vocab = json::object(), added = json::array();
   for (size_t id = 0; id < tokens.size(); ++id) {
-    const bool is_added = types[id] == kControl || types[id] == kUserDefined;
+    // llama.cpp matches unknown, control and user-defined tokens in the text (the first two only
+    // when parsing special tokens, as Encode does and EncodeOrdinary does not).
+    const bool is_added = types[id] == kUnknown || types[id] == kControl || types[id] == kUserDefined;
     // Byte-level vocabularies key tokens by the bytes their characters spell; an added token
     // spelled otherwise (DeepSeek's full-width bars) lives in added_tokens only.
     if (!is_added || !byte_level || ByteLevelSpelling(tokens[id])) vocab[tokens[id]] = id;
     if (is_added) {
       added.push_back({{"id", id}, {"content", tokens[id]}, {"single_word", false}, {"lstrip", false},
-                       {"rstrip", false}, {"normalized", false}, {"special", types[id] == kControl}});
+                       {"rstrip", false}, {"normalized", false}, {"special", types[id] != kUserDefined}});
     }
   }
   if (vocab.size() != tokens.size() && !byte_level) Fail(file.path(), ": tokenizer.ggml.tokens repeats a token");

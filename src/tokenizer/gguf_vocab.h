@@ -10,8 +10,8 @@
 //                                 transformers' SentencePiece converter does (each split of a
 //                                 token into two tokens, ranked by the token's score), unknown
 //                                 characters as <0xXX> byte tokens.
-// token_type 3 (control) tokens are special added tokens (matched in text unless EncodeOrdinary),
-// type 4 (user-defined) ones added tokens matched always; tokenizer.ggml.add_bos_token /
+// token_type 2 (unknown) and 3 (control) tokens are special added tokens (matched in text unless
+// EncodeOrdinary), type 4 (user-defined) ones added tokens matched always; tokenizer.ggml.add_bos_token /
 // add_eos_token (else the model's default) make the template of EncodeWithTemplate.
 #pragma once
 

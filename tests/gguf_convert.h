@@ -166,28 +166,16 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
   };
   twin_data.reserve(store.num_tensors() + 8);
 
-  // LlamaModel.permute: rows of head h, half j, index i go to h D + 2 i + j.
-  auto permute = [](const std::vector<float>& w, int64_t n_head, int64_t cols) {
+  // LlamaModel.permute: rows of head h, half j, index i go to h D + 2 i + j (inverse: back).
+  auto permute = [](const std::vector<float>& w, int64_t n_head, int64_t cols, bool inverse = false) {
     const int64_t rows = static_cast<int64_t>(w.size()) / cols, D = rows / n_head, half = D / 2;
     std::vector<float> out(w.size());
     for (int64_t h = 0; h < n_head; ++h) {
       for (int64_t j = 0; j < 2; ++j) {
         for (int64_t i = 0; i < half; ++i) {
-          std::memcpy(&out[static_cast<size_t>((h * D + 2 * i + j) * cols)], &w[static_cast<size_t>((h * D + j * half + i) * cols)],
-                      static_cast<size_t>(cols) * 4);
-        }
-      }
-    }
-    return out;
-  };
-  auto unpermute_rows = [](const std::vector<float>& w, int64_t n_head, int64_t cols) {
-    const int64_t rows = static_cast<int64_t>(w.size()) / cols, D = rows / n_head, half = D / 2;
-    std::vector<float> out(w.size());
-    for (int64_t h = 0; h < n_head; ++h) {
-      for (int64_t j = 0; j < 2; ++j) {
-        for (int64_t i = 0; i < half; ++i) {
-          std::memcpy(&out[static_cast<size_t>((h * D + j * half + i) * cols)], &w[static_cast<size_t>((h * D + 2 * i + j) * cols)],
-                      static_cast<size_t>(cols) * 4);
+          const int64_t hf = h * D + j * half + i, gguf = h * D + 2 * i + j;
+          std::memcpy(&out[static_cast<size_t>((inverse ? hf : gguf) * cols)],
+                      &w[static_cast<size_t>((inverse ? gguf : hf) * cols)], static_cast<size_t>(cols) * 4);
         }
       }
     }
@@ -303,7 +291,7 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
       continue;
     }
     std::vector<float> held = matrix(gguf, values, ne);
-    keep_twin(name, permuted ? unpermute_rows(held, n_head, cols) : held, shape);
+    keep_twin(name, permuted ? permute(held, n_head, cols, true) : held, shape);
   }
   for (auto& [gguf, list] : experts) {
     std::vector<float> stacked;

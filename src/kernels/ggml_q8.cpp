@@ -60,7 +60,7 @@ GgmlQ8Sizes GgmlQ8SizesOf(uint32_t type, size_t n, size_t k) {
     return s;
   }
   s.scales = np * (k / 256) * 2;
-  s.sub = type == kQ6_K ? np * (k / 16) : np * (k / 32) * 2;
+  s.sub = type == kQ6_K ? np * (k / 16) : np * (k / 256) * 12;
   if (type == kQ5_K) s.highs = np * (k / 32) * 4;
   if (type == kQ6_K) s.highs = np * (k / 16) * 4;
   return s;
@@ -104,11 +104,8 @@ void PackGgmlQ8Row(uint32_t type, size_t j, size_t k, const uint8_t* blocks, con
     }
     if (type == kQ6_K) {
       for (size_t t = 0; t < 16; ++t) sub[(g * (k / 16) + sb * 16 + t) * kQ8Group + r] = kb.sub[t];
-    } else {
-      for (size_t t = 0; t < 8; ++t) {
-        sub[((g * (k / 32) + sb * 8 + t) * 2) * kQ8Group + r] = kb.sub[t];
-        sub[((g * (k / 32) + sb * 8 + t) * 2 + 1) * kQ8Group + r] = kb.min[t];
-      }
+    } else {  // the block's 12 bytes of packed 6-bit scales and mins, as stored
+      for (size_t i = 0; i < 12; ++i) sub[((g * supers + sb) * 12 + i) * kQ8Group + r] = blocks[sb * block_bytes + 4 + i];
     }
   }
 }
@@ -142,8 +139,14 @@ void GgmlQ8Column(const GgmlQ8Weights& w, size_t k, size_t j, int8_t* weights, f
       continue;
     }
     const float dmin = F16ToF32(w.scales[((g * supers + sb) * 2 + 1) * kQ8Group + r]);
-    scales[kk / 32] = d * static_cast<float>(w.sub[((g * (k / 32) + kk / 32) * 2) * kQ8Group + r]);
-    mins[kk / 32] = dmin * static_cast<float>(w.sub[((g * (k / 32) + kk / 32) * 2 + 1) * kQ8Group + r]);
+    uint8_t packed[12];
+    for (size_t i = 0; i < 12; ++i) packed[i] = w.sub[((g * supers + sb) * 12 + i) * kQ8Group + r];
+    const int j = static_cast<int>((kk % 256) / 32);
+    // get_scale_min_k4: sub-block j's 6-bit scale and min.
+    const int sc = j < 4 ? packed[j] & 63 : (packed[j + 4] & 0xF) | ((packed[j - 4] >> 6) << 4);
+    const int mn = j < 4 ? packed[j + 4] & 63 : (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+    scales[kk / 32] = d * static_cast<float>(sc);
+    mins[kk / 32] = dmin * static_cast<float>(mn);
   }
 }
 

@@ -1,6 +1,6 @@
 // GGUF block types on the q8 path (the fast path's int8 activations, kernels/q8.h): each type's
 // blocks repacked once at load into the 16-row interleaved layout the vpdpbusd kernels stream, at
-// (about) the file's bytes per weight, and multiplied with kernels/q8.h's result generalised to
+// the file's bytes per weight (q6_K: 1 % more, a zero dmin kept for one super-block layout), and multiplied with kernels/q8.h's result generalised to
 // sub-blocks of S values and optional mins:
 //   acc = +0;  for each activation block b = 0 .. k/32 - 1, each of its sub-blocks t in order:
 //     acc = fmaf(float(dot_t), d[i, b] * s[j, t], acc)         dot_t: exact integer dot product of
@@ -24,7 +24,8 @@
 //          four bits of u[8 k8 + kk] | those of u[8 k8 + 4 + kk] << 4
 //   q4_0   scales [n/16][k/32][16] u16 d
 //   k-quants: scales [n/16][k/256][2][16] u16 (d, then dmin; dmin 0 for q6_K)
-//     q4_K, q5_K: sub [n/16][k/32][2][16] u8 (sc, then m)
+//     q4_K, q5_K: sub [n/16][k/256][12][16] u8: the block's 12 bytes of 6-bit scales and mins as
+//                 stored (get_scale_min_k4 unpacks sub-block j's sc and m)
 //     q6_K:       sub [n/16][k/16][16] u8 (the int8 sc)
 //     q5_K: highs [n/16][k/32][16][4]: bit 2 h + half of byte (r, kk) is bit 4 of u[32 b + 8 h + 4 half + kk]
 //     q6_K: highs [n/16][k/16][16][4]: bits 2 p, 2 p + 1 of byte (r, kk) are bits 4, 5 of u[16 c + 4 p + kk]

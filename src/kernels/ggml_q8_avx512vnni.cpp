@@ -114,22 +114,10 @@ void MatmulQ4_0(Q8Rows x, size_t m, size_t k, const GgmlQ8Weights& wt, size_t n_
     }, out);
     return;
   }
-  const size_t init_bytes = Align64(m * nb * sizeof(int32_t));
-  const size_t w_bytes = kGemmGroups * k * kQ8Group;
-  uint8_t* scratch = ThreadScratchBytes(init_bytes + w_bytes + kGemmGroups * scale_stride * sizeof(float));
-  const Rows rows{x.q, x.d, StartValues(x, m, nb, kQ4Offset, scratch), k, nb};
-  uint8_t* w = scratch + init_bytes;
-  float* s = reinterpret_cast<float*>(w + w_bytes);
-  for (size_t g = g_begin; g < g_end; g += kGemmGroups) {
-    const size_t groups = Min(kGemmGroups, g_end - g);
-    DecodeQ4_0Panel(wt.codes + g * code_stride, wt.scales + g * scale_stride, k, groups, w, s);
-    const size_t next_groups = g + groups < g_end ? Min(kGemmGroups, g_end - g - groups) : 0;
-    const Panel panel{w, k * kQ8Group, s, scale_stride, kQ8Group};
-    ForRowBlocks(m, [&](size_t i, size_t r) {
-      const Panel p = WithNextShare(panel, wt.codes + (g + groups) * code_stride, next_groups * code_stride, i, r, m);
-      TileFor(r, groups, false)(rows, i, p, g * kQ8Group, out);
-    });
-  }
+  DecodedPanelGemm(x, m, k, kQ4Offset, wt.codes, code_stride, g_begin, g_end,
+                   [&](size_t g, size_t groups, uint8_t* w, float* s) {
+                     DecodeQ4_0Panel(wt.codes + g * code_stride, wt.scales + g * scale_stride, k, groups, w, s);
+                   }, out);
 }
 
 // ---- k-quants -----------------------------------------------------------------------------------
@@ -160,8 +148,8 @@ struct KCodes {
   size_t sub_stride;
   const uint16_t* super;
   size_t super_stride;
-  __m512 d[G], dmin[G], s[G][kSubs], mn[G];
-  __m512i hv[G];
+  __m512 d[G] = {}, dmin[G] = {}, s[G][kSubs] = {}, mn[G] = {};
+  __m512i hv[G] = {};
   const __m512i nibble = _mm512_set1_epi8(0x0F);
 
   void Block(size_t b) {
@@ -180,9 +168,22 @@ struct KCodes {
           s[g][t] = _mm512_mul_ps(d[g], _mm512_cvtepi32_ps(v));
         }
       } else {
-        const uint8_t* sc = sub + g * sub_stride + 2 * b * kQ8Group;
-        const __m512i scv = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-        const __m512i mv = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + kQ8Group)));
+        // get_scale_min_k4 on 16 lanes: packed byte i of every row is one 16-byte vector.
+        const uint8_t* packed = sub + g * sub_stride + (b / 8) * 12 * kQ8Group;
+        auto byte = [&](size_t i) {
+          return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + i * kQ8Group)));
+        };
+        const size_t j = b % 8;
+        const __m512i low6 = _mm512_set1_epi32(63), low4 = _mm512_set1_epi32(15);
+        __m512i scv, mv;
+        if (j < 4) {
+          scv = _mm512_and_si512(byte(j), low6);
+          mv = _mm512_and_si512(byte(j + 4), low6);
+        } else {
+          const __m512i both = byte(j + 4);
+          scv = _mm512_or_si512(_mm512_and_si512(both, low4), _mm512_slli_epi32(_mm512_srli_epi32(byte(j - 4), 6), 4));
+          mv = _mm512_or_si512(_mm512_srli_epi32(both, 4), _mm512_slli_epi32(_mm512_srli_epi32(byte(j), 6), 4));
+        }
         s[g][0] = _mm512_mul_ps(d[g], _mm512_cvtepi32_ps(scv));
         mn[g] = _mm512_mul_ps(dmin[g], _mm512_cvtepi32_ps(mv));
       }

@@ -237,24 +237,11 @@ void MatmulQ8Mxfp4(Q8Rows x, size_t m, size_t k, const uint8_t* codes, const uin
     }, out);
     return;
   }
-  // Scratch: start values, then the panel's weights (kGemmGroups k 16 bytes) and scales.
-  const size_t init_bytes = Align64(m * nb * sizeof(int32_t));
-  const size_t w_bytes = kGemmGroups * k * kQ8Group;
-  uint8_t* scratch = ThreadScratchBytes(init_bytes + w_bytes + kGemmGroups * scale_stride * sizeof(float));
-  const Rows rows{x.q, x.d, StartValues(x, m, nb, kMxfp4Offset, scratch), k, nb};
-  uint8_t* w = scratch + init_bytes;
-  float* s = reinterpret_cast<float*>(w + w_bytes);
-  for (size_t g = g_begin; g < g_end; g += kGemmGroups) {
-    const size_t groups = Min(kGemmGroups, g_end - g);
-    DecodeMxfp4Panel(codes + g * code_stride, scales + g * scale_stride, k, groups, w, s);
-    // The first row block prefetches the next panel's codes (its scales are 1/16 of that).
-    const size_t next_groups = g + groups < g_end ? Min(kGemmGroups, g_end - g - groups) : 0;
-    const Panel panel{w, k * kQ8Group, s, scale_stride, kQ8Group};
-    ForRowBlocks(m, [&](size_t i, size_t r) {
-      const Panel p = WithNextShare(panel, codes + (g + groups) * code_stride, next_groups * code_stride, i, r, m);
-      TileFor(r, groups, false)(rows, i, p, g * kQ8Group, out);
-    });
-  }
+  // The first row block prefetches the next panel's codes (its scales are 1/16 of that).
+  DecodedPanelGemm(x, m, k, kMxfp4Offset, codes, code_stride, g_begin, g_end,
+                   [&](size_t g, size_t groups, uint8_t* w, float* s) {
+                     DecodeMxfp4Panel(codes + g * code_stride, scales + g * scale_stride, k, groups, w, s);
+                   }, out);
 }
 
 // Decodes `groups` int4 groups into u8 weights (q - z + 16, int8 layout) and f32 block scales.
@@ -288,7 +275,7 @@ void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights wt, size_t n_begin, 
   if (m == 0 || n_begin >= n_end) return;
   const size_t nb = k / kQ8Block;
   const size_t g_begin = n_begin / kQ8Group, g_end = (n_end + kQ8Group - 1) / kQ8Group;
-  const size_t code_stride = k * kQ8Group / 2, meta_stride = (k / wt.group) * kQ8Group, scale_stride = nb * kQ8Group;
+  const size_t code_stride = k * kQ8Group / 2, meta_stride = (k / wt.group) * kQ8Group;
   const Out out{y, ldy, bias, n_end};
   if (m <= kStreamMaxRows) {
     const Rows rows{x.q, x.d, StartValues(x, m, nb, kInt4Offset, ThreadScratchBytes(m * nb * sizeof(int32_t))), k, nb};
@@ -297,24 +284,11 @@ void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights wt, size_t n_begin, 
     }, out);
     return;
   }
-  // Scratch: start values, then the panel's weights (kGemmGroups k 16 bytes) and block scales.
-  const size_t init_bytes = Align64(m * nb * sizeof(int32_t));
-  const size_t w_bytes = kGemmGroups * k * kQ8Group;
-  uint8_t* scratch = ThreadScratchBytes(init_bytes + w_bytes + kGemmGroups * scale_stride * sizeof(float));
-  const Rows rows{x.q, x.d, StartValues(x, m, nb, kInt4Offset, scratch), k, nb};
-  uint8_t* w = scratch + init_bytes;
-  float* s = reinterpret_cast<float*>(w + w_bytes);
-  for (size_t g = g_begin; g < g_end; g += kGemmGroups) {
-    const size_t groups = Min(kGemmGroups, g_end - g);
-    DecodeInt4Panel(wt.codes + g * code_stride, wt.zeros + g * meta_stride, wt.scales + g * meta_stride, k, wt.group,
-                    groups, w, s);
-    const size_t next_groups = g + groups < g_end ? Min(kGemmGroups, g_end - g - groups) : 0;
-    const Panel panel{w, k * kQ8Group, s, scale_stride, kQ8Group};
-    ForRowBlocks(m, [&](size_t i, size_t r) {
-      const Panel p = WithNextShare(panel, wt.codes + (g + groups) * code_stride, next_groups * code_stride, i, r, m);
-      TileFor(r, groups, false)(rows, i, p, g * kQ8Group, out);
-    });
-  }
+  DecodedPanelGemm(x, m, k, kInt4Offset, wt.codes, code_stride, g_begin, g_end,
+                   [&](size_t g, size_t groups, uint8_t* w, float* s) {
+                     DecodeInt4Panel(wt.codes + g * code_stride, wt.zeros + g * meta_stride, wt.scales + g * meta_stride,
+                                     k, wt.group, groups, w, s);
+                   }, out);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/q8.h"
+#include "kernels/scratch.h"
 
 namespace tessera {
 namespace q8_vnni {
@@ -360,6 +361,34 @@ void ForRowBlocks(size_t m, const Fn& fn) {
   }
 }
 
+
+// The GEMM of a 4-bit format (m > kStreamMaxRows): each panel of kGemmGroups groups is decoded
+// once by decode(g, groups, w, s) into u8 weights (value + offset, the int8 layout) and f32 block
+// scales in this thread's scratch, kept in L2 while every row block passes over it; the first row
+// block prefetches the next panel's codes (code_stride bytes per group). The activation side's start
+// values use `offset`.
+template <typename Decode>
+void DecodedPanelGemm(Q8Rows x, size_t m, size_t k, int32_t offset, const uint8_t* codes, size_t code_stride,
+                      size_t g_begin, size_t g_end, const Decode& decode, const Out& out) {
+  const size_t nb = k / kQ8Block, scale_stride = nb * kQ8Group;
+  // Scratch: start values, then the panel's weights (kGemmGroups k 16 bytes) and block scales.
+  const size_t init_bytes = Align64(m * nb * sizeof(int32_t));
+  const size_t w_bytes = kGemmGroups * k * kQ8Group;
+  uint8_t* scratch = ThreadScratchBytes(init_bytes + w_bytes + kGemmGroups * scale_stride * sizeof(float));
+  const Rows rows{x.q, x.d, StartValues(x, m, nb, offset, scratch), k, nb};
+  uint8_t* w = scratch + init_bytes;
+  float* s = reinterpret_cast<float*>(w + w_bytes);
+  for (size_t g = g_begin; g < g_end; g += kGemmGroups) {
+    const size_t groups = Min(kGemmGroups, g_end - g);
+    decode(g, groups, w, s);
+    const size_t next_groups = g + groups < g_end ? Min(kGemmGroups, g_end - g - groups) : 0;
+    const Panel panel{w, k * kQ8Group, s, scale_stride, kQ8Group};
+    ForRowBlocks(m, [&](size_t i, size_t r) {
+      const Panel p = WithNextShare(panel, codes + (g + groups) * code_stride, next_groups * code_stride, i, r, m);
+      TileFor(r, groups, false)(rows, i, p, g * kQ8Group, out);
+    });
+  }
+}
 
 }  // namespace
 }  // namespace q8_vnni

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "io/gguf.h"
 #include "kernels/ggml_q8.h"
+#include "kernels/kernels.h"
 #include "kernels/int4.h"
 #include "kernels/mxfp4.h"
 #include "kernels/parallel_matmul.h"
@@ -303,6 +304,20 @@ void GatherRows(const LinearSource& source, bool scales, size_t row_bytes, uint8
   GlobalPool().ParallelFor(rows.size(), 256, [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) std::memcpy(dst + r * row_bytes, rows[r], row_bytes);
   });
+}
+
+void MultiplyDecodedRows(const float* x, size_t m, size_t k, size_t col_begin, size_t col_end, const float* bias,
+                         float* y, size_t ldy, const std::function<void(size_t row, float* out)>& decode) {
+  // Rows decoded per matmul_f32 call: few for decode (their floats stay in L1/L2 between the
+  // decode and the multiply), more for prefill (the GEMM path packs panels per call).
+  const size_t chunk = m <= 9 ? 8 : 64;
+  thread_local std::vector<float> decoded;  // not the kernels' scratch: matmul_f32 uses that
+  if (decoded.size() < chunk * k) decoded.resize(chunk * k);
+  for (size_t j0 = col_begin; j0 < col_end; j0 += chunk) {
+    const size_t n = col_end - j0 < chunk ? col_end - j0 : chunk;
+    for (size_t r = 0; r < n; ++r) decode(j0 + r, &decoded[r * k]);
+    ActiveKernels().matmul_f32(x, m, k, decoded.data(), 0, n, bias ? bias + j0 : nullptr, y + j0, ldy);
+  }
 }
 
 void ReleaseSource(const LinearSource& source) {

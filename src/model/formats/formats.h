@@ -2,6 +2,7 @@
 // table only; everything else goes through model/linear.h.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,13 @@ std::unique_ptr<LinearWeights> MakeFp8Linear(const LinearSource& source, bool bf
 std::unique_ptr<LinearWeights> MakeGgmlLinear(const LinearSource& source, const std::string& where);
 // The same rows repacked for q8 activations (q8_0, q4_0; ggml_q8.cpp).
 std::unique_ptr<LinearWeights> MakeGgmlQ8Linear(const LinearSource& source, const std::string& where);
+
+// y[:, col_begin:col_end) = x W^T + bias for a format that stores rows in a compact form: rows
+// [col_begin, col_end) are decoded to float32 by decode(row, out[k]) a chunk at a time into a
+// per-thread buffer that stays in cache and multiplied with matmul_f32 (exact: the result of a
+// float32 matmul over the decoded matrix, batch-invariant). fp8 and ggml use it.
+void MultiplyDecodedRows(const float* x, size_t m, size_t k, size_t col_begin, size_t col_end, const float* bias,
+                         float* y, size_t ldy, const std::function<void(size_t row, float* out)>& decode);
 
 // Copies the stored rows of every matrix of `source`, in order, to dst (count x rows x row bytes
 // of `row_bytes`, from row_data when `scales` is false, else row_scales); on GlobalPool().

@@ -66,19 +66,10 @@ class Fp8Linear final : public LinearWeights {
                         col_begin, col_end, bias, y, ldy);
       return;
     }
-    // Rows decoded per matmul_f32 call: few for decode (their floats stay in L1/L2 between the
-    // decode and the multiply), more for prefill (the GEMM path packs panels per call).
-    const size_t chunk = m <= 9 ? 8 : 64;
-    thread_local std::vector<float> decoded;  // not the kernels' scratch: matmul_f32 uses that
-    if (decoded.size() < chunk * k) decoded.resize(chunk * k);
-    for (size_t j0 = col_begin; j0 < col_end; j0 += chunk) {
-      const size_t n = col_end - j0 < chunk ? col_end - j0 : chunk;
-      for (size_t r = 0; r < n; ++r) {
-        const size_t row = first + j0 + r;
-        kt.decode_fp8_row(codes_.data() + row * k, &scales_[row * scale_cols_], block_cols_, k, &decoded[r * k]);
-      }
-      kt.matmul_f32(x, m, k, decoded.data(), 0, n, bias ? bias + j0 : nullptr, y + j0, ldy);
-    }
+    MultiplyDecodedRows(x, m, k, col_begin, col_end, bias, y, ldy, [&](size_t j, float* out) {
+      const size_t row = first + j;
+      kt.decode_fp8_row(codes_.data() + row * k, &scales_[row * scale_cols_], block_cols_, k, out);
+    });
   }
 
   double BytesPerMatrix() const override {

@@ -29,21 +29,10 @@ class GgmlLinear final : public LinearWeights {
 
   void Multiply(int64_t matrix, const float* x, const Q8Rows*, size_t m, size_t col_begin, size_t col_end,
                 const float* bias, float* y, size_t ldy) const override {
-    const KernelTable& kt = ActiveKernels();
-    const size_t k = static_cast<size_t>(cols());
-    const size_t first = static_cast<size_t>(matrix * rows());
-    // Rows decoded per matmul_f32 call: few for decode (their floats stay in L1/L2 between the
-    // decode and the multiply), more for prefill (the GEMM path packs panels per call).
-    const size_t chunk = m <= 9 ? 8 : 64;
-    thread_local std::vector<float> decoded;  // not the kernels' scratch: matmul_f32 uses that
-    if (decoded.size() < chunk * k) decoded.resize(chunk * k);
-    for (size_t j0 = col_begin; j0 < col_end; j0 += chunk) {
-      const size_t n = col_end - j0 < chunk ? col_end - j0 : chunk;
-      for (size_t r = 0; r < n; ++r) {
-        DequantizeGgmlRow(type_id_, rows_.data() + (first + j0 + r) * row_bytes_, &decoded[r * k], k);
-      }
-      kt.matmul_f32(x, m, k, decoded.data(), 0, n, bias ? bias + j0 : nullptr, y + j0, ldy);
-    }
+    const size_t k = static_cast<size_t>(cols()), first = static_cast<size_t>(matrix * rows());
+    MultiplyDecodedRows(x, m, k, col_begin, col_end, bias, y, ldy, [&](size_t j, float* out) {
+      DequantizeGgmlRow(type_id_, rows_.data() + (first + j) * row_bytes_, out, k);
+    });
   }
 
   double BytesPerMatrix() const override { return static_cast<double>(rows()) * static_cast<double>(row_bytes_); }

@@ -172,11 +172,17 @@ void StoreTile(const __m256 (&acc)[R][2], size_t i0, size_t col, const Out& o) {
 }
 
 // Rows i0 .. i0 + R - 1 against one int8 group (w: its packed values, s: its 16 row scales).
-template <int R, bool kPrefetch>
-void Int8Tile(const Rows& x, size_t i0, const uint8_t* w, const float* s, size_t col, const Out& o) {
+// s: per-row f32 scales of the group's 16 rows; or, with kHalfBlocks, binary16 block scales
+// [k/32][16] (GGUF q8_0, kernels/ggml_q8.h) read as uint16_t and widened per block.
+template <int R, bool kPrefetch, bool kHalfBlocks = false>
+void Int8Tile(const Rows& x, size_t i0, const uint8_t* w, const void* s, size_t col, const Out& o) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256 s0 = _mm256_loadu_ps(s), s1 = _mm256_loadu_ps(s + 8);
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  if constexpr (!kHalfBlocks) {
+    s0 = _mm256_loadu_ps(static_cast<const float*>(s));
+    s1 = _mm256_loadu_ps(static_cast<const float*>(s) + 8);
+  }
   __m256 acc[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -186,6 +192,11 @@ void Int8Tile(const Rows& x, size_t i0, const uint8_t* w, const float* s, size_t
     __m256i dot[R][2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_set1_epi32(kMagicBits);
+    if constexpr (kHalfBlocks) {
+      const uint16_t* h = static_cast<const uint16_t*>(s) + b * kQ8Group;
+      s0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+      s1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 8)));
+    }
     const uint8_t* wb = w + b * kSteps * kStepBytes;
     const int8_t* qb = q + b * kQ8Block;
 #pragma GCC unroll 8
@@ -317,13 +328,30 @@ void CodeTile(const Rows& x, size_t i0, const uint8_t* codes, const Codes& forma
   StoreTile<R>(acc, i0, col, o);
 }
 
-using Int8Fn = void (*)(const Rows&, size_t, const uint8_t*, const float*, size_t, const Out&);
+using Int8Fn = void (*)(const Rows&, size_t, const uint8_t*, const void*, size_t, const Out&);
 
-template <bool kPrefetch>
+template <bool kPrefetch, bool kHalfBlocks = false>
 Int8Fn Int8TileFor(size_t rows) {
   static_assert(kTileRows == 3, "one case per row count");
-  return rows == 1 ? Int8Tile<1, kPrefetch> : rows == 2 ? Int8Tile<2, kPrefetch> : Int8Tile<3, kPrefetch>;
+  return rows == 1 ? Int8Tile<1, kPrefetch, kHalfBlocks>
+                   : rows == 2 ? Int8Tile<2, kPrefetch, kHalfBlocks> : Int8Tile<3, kPrefetch, kHalfBlocks>;
 }
+
+// GGUF q4_0 (kernels/ggml_q8.h): the nibble as is (u in [0, 15], o = 8), binary16 block scales.
+struct Q4_0Codes {
+  const uint16_t* scales;  // [k/32][16]
+  __m256i low4 = _mm256_set1_epi8(0x0f);
+
+  template <bool kPrefetch>
+  void Block(size_t b, __m256& s0, __m256& s1) {
+    const uint16_t* h = scales + b * kQ8Group;
+    if (kPrefetch && b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(h) + kPrefetchBytes, _MM_HINT_T0);
+    s0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+    s1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 8)));
+  }
+  __m256i Low(__m256i v, int) const { return _mm256_and_si256(v, low4); }
+  __m256i High(__m256i v, int) const { return _mm256_and_si256(_mm256_srli_epi16(v, 4), low4); }
+};
 
 // Either 4-bit code format, group by group; the first row block streams each group from memory,
 // the later ones find it in cache. format_at(g): the Codes of group g.
@@ -395,6 +423,34 @@ void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, s
   }, Out{y, ldy, bias, n_end});
 }
 
+// GGUF blocks (kernels/ggml_q8.h): q8_0 through the int8 tile with per-block scales, q4_0 through
+// the 4-bit code tile; the k-quants keep the scalar reference's kernel here (no AVX2 form yet).
+void MatmulQ8Ggml(Q8Rows x, size_t m, size_t k, const GgmlQ8Weights& w, size_t n_begin, size_t n_end,
+                  const float* bias, float* y, size_t ldy) {
+  if (m == 0 || n_begin >= n_end) return;
+  const size_t nb = k / kQ8Block;
+  const Out out{y, ldy, bias, n_end};
+  if (w.type == 8) {  // q8_0
+    const Rows rows{x.q, x.d, nullptr, k, nb};
+    for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
+      const uint8_t* values = w.codes + g * (k * kQ8Group);
+      const uint16_t* scales = w.scales + g * (nb * kQ8Group);
+      for (size_t i = 0; i < m; i += kTileRows) {
+        const size_t r = Min(kTileRows, m - i);
+        (i == 0 ? Int8TileFor<true, true>(r) : Int8TileFor<false, true>(r))(rows, i, values, scales, g * kQ8Group, out);
+      }
+    }
+    return;
+  }
+  if (w.type == 2) {  // q4_0
+    const Rows rows{x.q, x.d, StartValues(x, m * nb, 8), k, nb};
+    CodeMatmul<Q4_0Codes>(rows, m, k, w.codes, n_begin, n_end,
+                          [&](size_t g) { return Q4_0Codes{w.scales + g * (nb * kQ8Group)}; }, out);
+    return;
+  }
+  KernelsFor(Isa::kScalar).matmul_q8_ggml(x, m, k, w, n_begin, n_end, bias, y, ldy);
+}
+
 }  // namespace
 
 void FillAvx2Q8(KernelTable& t) {
@@ -406,6 +462,8 @@ void FillAvx2Q8(KernelTable& t) {
   t.matmul_q8_int8_isa = "avx2";
   t.matmul_q8_int4 = MatmulQ8Int4;
   t.matmul_q8_int4_isa = "avx2";
+  t.matmul_q8_ggml = MatmulQ8Ggml;
+  t.matmul_q8_ggml_isa = "avx2 (k-quants scalar)";
 }
 
 }  // namespace tessera

@@ -540,11 +540,6 @@ std::optional<TensorView> WeightStore::Find(std::string_view name) const {
   return it->second;
 }
 
-const std::vector<std::unique_ptr<GgufFile>>& WeightStore::gguf_files() const {
-  static const std::vector<std::unique_ptr<GgufFile>> kNone;
-  return gguf_ ? gguf_->files : kNone;
-}
-
 WeightStore::WeightStore() = default;
 WeightStore::WeightStore(WeightStore&&) noexcept = default;
 WeightStore& WeightStore::operator=(WeightStore&&) noexcept = default;

@@ -28,7 +28,6 @@
 
 namespace tessera {
 
-class GgufFile;
 struct GgufHfTensors;
 
 struct TensorInfo {
@@ -111,10 +110,8 @@ class WeightStore {
   size_t num_tensors() const { return index_.size(); }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   const std::string& path() const { return path_; }
-  // The GGUF files read (empty for safetensors); the first holds the metadata.
-  const std::vector<std::unique_ptr<GgufFile>>& gguf_files() const;
-  bool is_gguf() const { return gguf_ != nullptr; }
 
+  // Out of line: GgufHfTensors is complete only in safetensors.cpp.
   WeightStore();
   WeightStore(WeightStore&&) noexcept;
   WeightStore& operator=(WeightStore&&) noexcept;

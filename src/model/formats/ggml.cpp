@@ -4,13 +4,10 @@
 // defines them into a per-thread float32 buffer that stays in cache and multiplies it with
 // matmul_f32, so results equal a float32 matmul over the dequantized matrix (the exact path's
 // contract) and stay batch-invariant.
-#include <vector>
-
 #include "core/buffer.h"
 #include "core/error.h"
 #include "io/gguf.h"
 #include "kernels/ggml_quants.h"
-#include "kernels/kernels.h"
 #include "model/formats/formats.h"
 
 namespace tessera {

@@ -13,7 +13,7 @@
 #include "core/dtype.h"
 #include "io/gguf.h"
 #include "kernels/ggml_q8.h"
-#include "kernels/ggml_quants.h"
+#include "io/ggml_quants.h"
 #include "kernels/kernels.h"
 #include "kernels/q8.h"
 #include "test_util.h"

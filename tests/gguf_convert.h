@@ -9,7 +9,7 @@
 //   config  the `<arch>.*` keys of each family's set_gguf_parameters.
 // Matrices (and the embedding) are written in `matrix_type`: f32 as stored, or a block type whose
 // blocks are random (scales small and finite); `twin_dir`, when given, receives a float32
-// safetensors checkpoint of exactly the dequantized weights (kernels/ggml_quants.h), so the GGUF
+// safetensors checkpoint of exactly the dequantized weights (io/ggml_quants.h), so the GGUF
 // and the twin must give the same logits.
 #pragma once
 
@@ -29,7 +29,7 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
-#include "kernels/ggml_quants.h"
+#include "io/ggml_quants.h"
 
 namespace tessera::test {
 
@@ -74,7 +74,8 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
   const std::string model_type = config.at("model_type");
   const std::map<std::string, std::string> arch_of = {{"llama", "llama"}, {"mistral", "llama"}, {"qwen2", "qwen2"},
                                                       {"qwen3", "qwen3"}, {"qwen3_moe", "qwen3moe"},
-                                                      {"gpt_oss", "gpt-oss"}};
+                                                      {"gpt_oss", "gpt-oss"}, {"deepseek_v2", "deepseek2"},
+                                                      {"deepseek_v3", "deepseek2"}};
   const std::string arch = arch_of.at(model_type);
   const int64_t heads = config.at("num_attention_heads");
   const int64_t kv_heads = config.value("num_key_value_heads", heads);
@@ -94,15 +95,44 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
   }
   key(arch + ".feed_forward_length", GgufUint32(config.at("intermediate_size")));
   key(arch + ".attention.head_count", GgufUint32(static_cast<uint32_t>(heads)));
-  key(arch + ".attention.head_count_kv", GgufUint32(static_cast<uint32_t>(kv_heads)));
+  // DeepseekV2Model: MLA written as MQA over the latent (one kv head of kv_lora + rope).
+  key(arch + ".attention.head_count_kv", GgufUint32(static_cast<uint32_t>(arch == "deepseek2" ? 1 : kv_heads)));
   // transformers v5 writes rope_theta inside rope_parameters.
   const double rope_theta = config.contains("rope_theta")          ? config["rope_theta"].get<double>()
                             : config.contains("rope_parameters") ? config["rope_parameters"].value("rope_theta", 10000.0)
                                                                  : 10000.0;
   key(arch + ".rope.freq_base", GgufFloat32(static_cast<float>(rope_theta)));
   key(arch + ".attention.layer_norm_rms_epsilon", GgufFloat32(config.at("rms_norm_eps")));
-  key(arch + ".attention.key_length", GgufUint32(static_cast<uint32_t>(head_dim)));
-  key(arch + ".attention.value_length", GgufUint32(static_cast<uint32_t>(head_dim)));
+  if (arch == "deepseek2") {
+    const uint32_t latent = config.at("kv_lora_rank"), rope_dim = config.at("qk_rope_head_dim");
+    key(arch + ".leading_dense_block_count", GgufUint32(config.at("first_k_dense_replace")));
+    key(arch + ".vocab_size", GgufUint32(config.at("vocab_size")));
+    if (config.contains("q_lora_rank") && !config["q_lora_rank"].is_null()) {
+      key(arch + ".attention.q_lora_rank", GgufUint32(config["q_lora_rank"]));
+    }
+    key(arch + ".attention.kv_lora_rank", GgufUint32(latent));
+    key(arch + ".attention.key_length", GgufUint32(latent + rope_dim));
+    key(arch + ".attention.value_length", GgufUint32(latent));
+    key(arch + ".attention.key_length_mla", GgufUint32(config.at("qk_nope_head_dim").get<uint32_t>() + rope_dim));
+    key(arch + ".attention.value_length_mla", GgufUint32(config.at("v_head_dim")));
+    key(arch + ".expert_feed_forward_length", GgufUint32(config.at("moe_intermediate_size")));
+    key(arch + ".expert_count", GgufUint32(config.at("n_routed_experts")));
+    key(arch + ".expert_shared_count", GgufUint32(config.at("n_shared_experts")));
+    key(arch + ".expert_weights_scale", GgufFloat32(config.at("routed_scaling_factor")));
+    key(arch + ".expert_weights_norm", GgufBool(config.value("norm_topk_prob", false)));
+    key(arch + ".expert_gating_func", GgufUint32(config.value("scoring_func", "softmax") == "sigmoid" ? 2 : 1));
+    key(arch + ".rope.dimension_count", GgufUint32(rope_dim));
+    if (config.contains("rope_scaling") && config["rope_scaling"].is_object() && config["rope_scaling"].contains("factor")) {
+      const nlohmann::json& rope = config["rope_scaling"];
+      key(arch + ".rope.scaling.type", GgufString("yarn"));
+      key(arch + ".rope.scaling.factor", GgufFloat32(rope.at("factor")));
+      key(arch + ".rope.scaling.original_context_length", GgufUint32(rope.at("original_max_position_embeddings")));
+      key(arch + ".rope.scaling.yarn_log_multiplier", GgufFloat32(0.1 * rope.at("mscale_all_dim").get<double>()));
+    }
+  } else {
+    key(arch + ".attention.key_length", GgufUint32(static_cast<uint32_t>(head_dim)));
+    key(arch + ".attention.value_length", GgufUint32(static_cast<uint32_t>(head_dim)));
+  }
   if (config.contains("num_experts")) key(arch + ".expert_count", GgufUint32(config["num_experts"]));
   if (config.contains("num_local_experts")) key(arch + ".expert_count", GgufUint32(config["num_local_experts"]));
   if (config.contains("num_experts_per_tok")) key(arch + ".expert_used_count", GgufUint32(config["num_experts_per_tok"]));
@@ -196,6 +226,15 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
       {"mlp.up_proj.bias", "ffn_up.bias"}, {"mlp.down_proj.bias", "ffn_down.bias"},
       {"mlp.gate.weight", "ffn_gate_inp.weight"}, {"mlp.router.weight", "ffn_gate_inp.weight"},
       {"mlp.router.bias", "ffn_gate_inp.bias"},
+      // deepseek2 (gguf-py tensor_mapping; kv_b_proj is split below)
+      {"self_attn.q_a_proj.weight", "attn_q_a.weight"}, {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+      {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+      {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+      {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+      {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+      {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
   };
   std::map<std::string, std::vector<std::vector<float>>> experts;  // "blk.N.ffn_gate_exps.weight" -> rows per expert
   std::map<std::string, std::vector<int64_t>> expert_shape;
@@ -221,7 +260,35 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
     const size_t dot = name.find('.', prefix.size());
     const std::string layer = name.substr(prefix.size(), dot - prefix.size()), rest = name.substr(dot + 1);
     const std::string blk = "blk." + layer + ".";
-    if (rest.starts_with("mlp.experts.") && arch == "qwen3moe") {
+    if (rest == "self_attn.kv_b_proj.weight") {
+      // DeepseekV2Model.modify_tensors: kv_b [H (nope + v), C] viewed per head, split into the
+      // key rows (transposed: attn_k_b [H, C, nope]) and the value rows (attn_v_b [H, v, C]).
+      const int64_t nope = config.at("qk_nope_head_dim"), value = config.at("v_head_dim"), C = shape[1];
+      const int64_t per_head = nope + value;
+      const std::vector<float> kv_b = ToF32(t);
+      std::vector<float> k_b(static_cast<size_t>(heads * C * nope)), v_b(static_cast<size_t>(heads * value * C));
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t c = 0; c < C; ++c) {
+          for (int64_t i = 0; i < nope; ++i) k_b[(h * C + c) * nope + i] = kv_b[(h * per_head + i) * C + c];
+          for (int64_t j = 0; j < value; ++j) v_b[(h * value + j) * C + c] = kv_b[(h * per_head + nope + j) * C + c];
+        }
+      }
+      const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+      const std::vector<float> held_k = matrix(blk + "attn_k_b.weight", k_b, {u(nope), u(C), u(heads)});
+      const std::vector<float> held_v = matrix(blk + "attn_v_b.weight", v_b, {u(C), u(value), u(heads)});
+      std::vector<float> held(kv_b.size());
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t c = 0; c < C; ++c) {
+          for (int64_t i = 0; i < nope; ++i) held[(h * per_head + i) * C + c] = held_k[(h * C + c) * nope + i];
+          for (int64_t j = 0; j < value; ++j) held[(h * per_head + nope + j) * C + c] = held_v[(h * value + j) * C + c];
+        }
+      }
+      keep_twin(name, held, shape);
+      names.push_back(blk + "attn_k_b.weight");
+      names.push_back(blk + "attn_v_b.weight");
+      continue;
+    }
+    if (rest.starts_with("mlp.experts.") && (arch == "qwen3moe" || arch == "deepseek2")) {
       // mlp.experts.E.gate_proj.weight -> stacked later.
       const size_t e_end = rest.find('.', 12);
       const int64_t e = std::stoll(rest.substr(12, e_end - 12));

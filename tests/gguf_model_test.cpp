@@ -13,6 +13,7 @@
 //   - gpt-oss's MXFP4 experts, split and repacked by the converter, give the checkpoint's logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "io/safetensors.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "gguf_convert.h"
@@ -104,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(Families, GgufDenseGolden,
                          ::testing::Values("llama_a", "llama_b", "mistral_b", "qwen2_b", "qwen3_a", "qwen3_b"));
 
 // Every block type tessera reads, in every matrix of a model, against the float32 twin holding
-// ggml's dequantized values (kernels/ggml_quants.h, equal to gguf-py's: tests/gguf_test.cpp).
+// ggml's dequantized values (io/ggml_quants.h, equal to gguf-py's: tests/gguf_test.cpp).
 class GgufBlockTypes : public ::testing::TestWithParam<uint32_t> {};
 
 void ExpectTwinLogits(const std::string& hf_dir, uint32_t type, const std::vector<int32_t>& ids) {
@@ -142,6 +144,83 @@ INSTANTIATE_TEST_SUITE_P(Types, GgufBlockTypes, ::testing::Values(8u, 2u, 3u, 6u
                          [](const ::testing::TestParamInfo<uint32_t>& info) {
                            return std::string(FindGgmlType(info.param)->name);
                          });
+
+// DeepSeek-V2/V3 as llama.cpp's converter writes them (deepseek2: kv_b_proj split into attn_k_b,
+// each head's key rows transposed, and attn_v_b; experts stacked; shared experts, the V3
+// correction bias as exp_probs_b): the transformers goldens (tests/data/deepseek_golden, README
+// there). v2_a (softmax, no groups, YaRN with mscale = mscale_all_dim) and v3_long (sigmoid with
+// the correction bias, one group, YaRN past the original context) hold everything a deepseek2 file
+// records; the other goldens use what it cannot (group-limited routing: no key in 0.3.16's
+// converter; mscale != mscale_all_dim: llama.cpp keeps only 0.1 mscale_all_dim; V2's latent norm
+// eps beside a different rms_norm_eps is kept as transformers has it).
+const std::string kDeepseekGoldens = std::string(TESSERA_TEST_DATA) + "/deepseek_golden/";
+
+class GgufDeepseekGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufDeepseekGolden, F32FileGivesTheTransformersLogits) {
+  const ScratchDir dir;
+  const std::string gguf = dir / "model-f32.gguf";
+  const std::vector<std::string> names = test::WriteGgufLikeLlamaCpp(kDeepseekGoldens + GetParam(), gguf);
+  EXPECT_NE(std::find(names.begin(), names.end(), "blk.0.attn_k_b.weight"), names.end());
+  const auto model = Model::Load(gguf);
+  const ModelGolden golden = LoadModelGolden(kDeepseekGoldens + GetParam());
+  EXPECT_LE(PrefillErrorAgainstGolden(*model, golden, GetParam() + " (GGUF f32)"), 1e-4);
+  EXPECT_EQ(GreedyAgainstGolden(*model, golden, 1e-4), golden.greedy);
+}
+
+// Files written before llama.cpp split kv_b (one attn_kv_b tensor, key_length / value_length the
+// per-head sizes) read the same.
+TEST_P(GgufDeepseekGolden, UnsplitKvBFileReadsTheSame) {
+  const ScratchDir dir;
+  const std::string split = dir / "split.gguf", whole = dir / "whole.gguf";
+  test::WriteGgufLikeLlamaCpp(kDeepseekGoldens + GetParam(), split);
+  const auto file = GgufFile::Open(split);
+  const WeightStore hf = WeightStore::Open(kDeepseekGoldens + GetParam());
+  std::vector<GgufTensorToWrite> tensors;
+  for (const GgufTensorInfo& t : file->tensors()) {
+    if (t.name.ends_with("attn_v_b.weight")) continue;
+    if (t.name.ends_with("attn_k_b.weight")) {
+      const std::string layer = t.name.substr(4, t.name.find('.', 4) - 4);
+      const TensorView kv_b = hf.Get("model.layers." + layer + ".self_attn.kv_b_proj.weight");
+      std::string bytes(kv_b.numel() * 4, '\0');
+      for (size_t i = 0; i < kv_b.numel(); ++i) {
+        const float v = ElementToF32(kv_b.dtype(), kv_b.data + i * DTypeSize(kv_b.dtype()));
+        std::memcpy(&bytes[4 * i], &v, 4);
+      }
+      tensors.push_back({"blk." + layer + ".attn_kv_b.weight",
+                         {static_cast<uint64_t>(kv_b.shape()[1]), static_cast<uint64_t>(kv_b.shape()[0])}, 0, bytes});
+      continue;
+    }
+    tensors.push_back({t.name, t.ne, t.type->id, std::string(reinterpret_cast<const char*>(file->Data(t)), t.nbytes)});
+  }
+  std::vector<std::pair<std::string, GgufValue>> meta;
+  const uint64_t key_mla = file->GetUint("deepseek2.attention.key_length_mla"), value_mla = file->GetUint("deepseek2.attention.value_length_mla");
+  for (const auto& [key, value] : file->metadata()) {
+    if (key.ends_with("_length_mla")) continue;
+    if (key == "deepseek2.attention.key_length") meta.emplace_back(key, GgufUint32(static_cast<uint32_t>(key_mla)));
+    else if (key == "deepseek2.attention.value_length") meta.emplace_back(key, GgufUint32(static_cast<uint32_t>(value_mla)));
+    else meta.emplace_back(key, value);
+  }
+  WriteGguf(whole, meta, tensors);
+  const std::vector<int32_t> ids = LoadModelGolden(kDeepseekGoldens + GetParam()).sequence();
+  EXPECT_EQ(PrefillLogits(*Model::Load(whole), ids), PrefillLogits(*Model::Load(split), ids));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GgufDeepseekGolden, ::testing::Values("v2_a", "v3_long"));
+
+// Every block type in a DeepSeek-V3 model whose rows fit the blocks (hidden, latent and q_lora
+// 256; nope 32, so attn_k_b takes the 32-value types and stays F32 for the k-quants, as
+// llama-quantize falls back), against its dequantized twin: k_b and v_b are decoded and merged.
+TEST_P(GgufBlockTypes, DeepseekEqualsItsDequantizedTwin) {
+  const ScratchDir dir;
+  SynthOptions options;
+  options.config_json = SynthPresetConfigJson("tiny-deepseek-v3");
+  options.config_json.update({{"hidden_size", 256}, {"intermediate_size", 256}, {"moe_intermediate_size", 256},
+                              {"kv_lora_rank", 256}, {"q_lora_rank", 256}, {"qk_nope_head_dim", 32}, {"v_head_dim", 32},
+                              {"num_hidden_layers", 2}, {"n_group", 1}, {"topk_group", 1}});
+  WriteSyntheticModel(dir / "hf", options);
+  ExpectTwinLogits(dir / "hf", GetParam(), RandomTokens(16, options.config_json["vocab_size"].get<int64_t>(), 5));
+}
 
 // gpt-oss: experts split into gate/up and repacked into ggml's MXFP4 blocks by the converter come
 // back as the checkpoint's (the same logits, bit for bit: same values, same kernels).

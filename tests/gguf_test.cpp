@@ -19,7 +19,7 @@
 #include "io/gguf.h"
 #include "io/gguf_config.h"
 #include "io/npy.h"
-#include "kernels/ggml_quants.h"
+#include "io/ggml_quants.h"
 
 namespace tessera {
 namespace {
@@ -267,7 +267,7 @@ TEST(GgufHeader, HostileFieldsAreNamed) {
 
 // A file written by llama.cpp's own gguf-py (tools/make_gguf_fixtures.py): every metadata value
 // type and array kind, fourteen tensors of ggml types from f32 to q6_K; what gguf-py's reader
-// found is in expected.json. kernels/ggml_quants.h's dequantization of every tensor equals
+// found is in expected.json. io/ggml_quants.h's dequantization of every tensor equals
 // gguf-py's (the .npy files) value for value.
 TEST(GgufInterop, ReadsFilesWrittenByGgufPy) {
   const std::string dir = std::string(TESSERA_TEST_DATA) + "/gguf/";

@@ -26,6 +26,16 @@
 namespace tessera {
 namespace {
 
+// A stored tensor of `nbytes` at the start of the data section.
+TensorInfo StoredInfo(std::string name, DType dtype, std::vector<int64_t> shape, uint64_t nbytes) {
+  TensorInfo info;
+  info.name = std::move(name);
+  info.dtype = dtype;
+  info.shape = std::move(shape);
+  info.end = nbytes;
+  return info;
+}
+
 ModelConfig ConfigFromJson(const nlohmann::json& json) { return ParseModelConfig(json.dump(), "test config"); }
 
 nlohmann::json LoadManifest(const std::string& name) {
@@ -207,7 +217,7 @@ TEST(GptOssWeights, RejectsConfigsItCannotDescribe) {
 TEST(GptOssWeights, CheckTensorsReportsEveryProblemByName) {
   const std::vector<TensorSpec> specs = ModelTensorSpecs(ConfigFromJson(SynthPresetConfigJson("tiny")));
   std::vector<TensorInfo> stored;
-  for (const TensorSpec& s : specs) stored.push_back(TensorInfo{s.name, s.dtype, s.shape, 0, s.nbytes()});
+  for (const TensorSpec& s : specs) stored.push_back(StoredInfo(s.name, s.dtype, s.shape, s.nbytes()));
   EXPECT_TRUE(CheckTensors(specs, stored).empty());
 
   // Lenient dtype labels: raw bytes of any 1-byte type, floats that convert exactly.
@@ -225,7 +235,7 @@ TEST(GptOssWeights, CheckTensorsReportsEveryProblemByName) {
     if (t.name == "model.layers.1.self_attn.k_proj.weight") broken.back().shape = {128, 64};
     if (t.name == "model.layers.3.mlp.experts.gate_up_proj_scales") broken.back().dtype = DType::kBF16;
   }
-  broken.push_back(TensorInfo{"model.layers.0.self_attn.qkv.weight", DType::kBF16, {256, 64}, 0, 0});
+  broken.push_back(StoredInfo("model.layers.0.self_attn.qkv.weight", DType::kBF16, {256, 64}, 0));
   const std::vector<TensorProblem> problems = CheckTensors(specs, broken);
   ASSERT_EQ(problems.size(), 4u);
   EXPECT_EQ(problems[0].ToString(), "tensor 'model.layers.1.self_attn.k_proj.weight': shape [128, 64], expected [64, 64]");
@@ -243,7 +253,7 @@ TEST(GptOssWeights, CheckTensorsReportsEveryProblemByName) {
   EXPECT_NO_THROW(RequireNoProblems({}, "/m"));
 
   // A hostile name cannot break the one-line message.
-  broken.push_back(TensorInfo{"evil\nname", DType::kBF16, {1}, 0, 2});
+  broken.push_back(StoredInfo("evil\nname", DType::kBF16, {1}, 2));
   for (const TensorProblem& p : CheckTensors(specs, broken)) {
     EXPECT_EQ(p.ToString().find('\n'), std::string::npos);
   }

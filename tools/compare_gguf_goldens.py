@@ -2,7 +2,8 @@
 """GGUF files made by llama.cpp's own tools, run by tessera and by llama.cpp, against transformers
 (issue 30, "What it must show"; numbers go to docs/ACCURACY.md).
 
-For each tiny checkpoint with transformers float32 logits (tests/data/dense_golden: llama_b,
+For each tiny checkpoint with transformers float32 logits (tests/data/deepseek_golden: v2_a,
+v3_long; tests/data/dense_golden: llama_b,
 mistral_b, qwen2_b, qwen3_a, qwen3_b; llama_a's Llama 3 rope scaling too), llama.cpp's
 convert_hf_to_gguf.py writes F32, BF16 and Q8_0 files and `llama-quantize` (a llama.cpp build's,
 given on the command line) makes Q4_0 and Q6_K from the F32 file. For every file:
@@ -14,7 +15,7 @@ given on the command line) makes Q4_0 and Q6_K from the F32 file. For every file
   llama.cpp  the same ids through llama-cpp-python (logits_all).
 Printed: max |logits - reference| / max |reference| over every position, and greedy agreement.
 
-Usage: tools/.venv/bin/python tools/compare_gguf_goldens.py LLAMA_QUANTIZE [OUT_DIR]
+Usage: tools/.venv/bin/python tools/compare_gguf_goldens.py LLAMA_QUANTIZE [OUT_DIR [MODEL,MODEL...]]
 Needs tools/requirements-llama-cpp.txt (llama-cpp-python) on top of tools/requirements.txt.
 """
 import json
@@ -29,7 +30,11 @@ import torch
 from compare_llama_cpp import ROOT, llama_cpp_source
 
 GOLDENS = os.path.join(ROOT, "tests", "data", "dense_golden")
+DEEPSEEK_GOLDENS = os.path.join(ROOT, "tests", "data", "deepseek_golden")
 MODELS = ["llama_a", "llama_b", "mistral_b", "qwen2_b", "qwen3_a", "qwen3_b"]
+# The DeepSeek goldens whose configs a deepseek2 file records (tests/gguf_model_test.cpp says why
+# the others are left out).
+DEEPSEEK = ["v2_a", "v3_long"]
 
 CONVERT = """
 import sys
@@ -46,7 +51,9 @@ c.main()
 
 
 def checkpoint(name):
-    return os.path.join(ROOT, "models", name) if name.startswith("tiny-") else os.path.join(GOLDENS, name)
+    if name.startswith("tiny-"):
+        return os.path.join(ROOT, "models", name)
+    return os.path.join(DEEPSEEK_GOLDENS if name in DEEPSEEK else GOLDENS, name)
 
 
 def convert(name, outtype, out):
@@ -62,14 +69,34 @@ def dequantized_model(name, path):
     sys.path.insert(0, os.path.join(llama_cpp_source(), "gguf-py"))
     import gguf
     from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(checkpoint(name), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint(name), dtype=torch.float32, attn_implementation="eager")
     cfg = model.config
+    if cfg.model_type == "deepseek_v2":
+        from make_deepseek_golden import patch_v2_scaling
+        patch_v2_scaling(model)  # the goldens' V2 softmax scale (tests/data/deepseek_golden/README.md)
     reader = gguf.GGUFReader(path)
     arch = str(bytes(reader.fields["general.architecture"].parts[-1]), "utf-8")
     names = gguf.get_tensor_name_map({v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}[arch], cfg.num_hidden_layers)
     tensors = {t.name: t for t in reader.tensors}
     state = model.state_dict()
+    def value(name):
+        t = tensors[name]
+        shape = [int(d) for d in reversed(t.shape)] if len(t.shape) > 1 else [int(t.shape[0])]
+        return gguf.quants.dequantize(t.data, t.tensor_type).reshape(shape).astype(np.float32)
     for hf_name in state:
+        layer = hf_name.split(".")[2] if hf_name.startswith("model.layers.") else None
+        if ".mlp.experts." in hf_name:  # per-expert slices of ffn_{gate,up,down}_exps [E, out, in]
+            expert, proj = hf_name.split(".")[5], hf_name.split(".")[6].split("_")[0]
+            state[hf_name] = torch.from_numpy(value(f"blk.{layer}.ffn_{proj}_exps.weight")[int(expert)].copy())
+            continue
+        if hf_name.endswith("e_score_correction_bias"):
+            state[hf_name] = torch.from_numpy(value(f"blk.{layer}.exp_probs_b.bias"))
+            continue
+        if hf_name.endswith("kv_b_proj.weight"):  # attn_k_b [H, C, nope] transposed back, attn_v_b [H, v, C]
+            k_b, v_b = value(f"blk.{layer}.attn_k_b.weight"), value(f"blk.{layer}.attn_v_b.weight")
+            merged = np.concatenate([k_b.transpose(0, 2, 1), v_b], axis=1).reshape(state[hf_name].shape)
+            state[hf_name] = torch.from_numpy(np.ascontiguousarray(merged))
+            continue
         base, suffix = hf_name.rsplit(".", 1)
         gguf_name = names.get_name(base)
         if gguf_name is None or f"{gguf_name}.{suffix}" not in tensors:
@@ -116,15 +143,19 @@ def main():
     rows = []
     # The dense goldens (64-wide rows: llama-quantize keeps k-quant types off them) and tiny-llama
     # (256 / 768-wide rows: every k-quant applies), whose reference is transformers run here.
-    for name in MODELS + ["tiny-llama"]:
+    for name in sys.argv[3].split(",") if len(sys.argv) > 3 else MODELS + DEEPSEEK + ["tiny-llama"]:
         if name.startswith("tiny-"):
             ids = list(np.random.default_rng(7).integers(0, 4096, 64))
         else:
-            golden = json.load(open(os.path.join(GOLDENS, name, "golden.json")))
+            golden = json.load(open(os.path.join(checkpoint(name), "golden.json")))
             ids = golden["prompt_ids"] + golden["greedy_ids"]
         ids = [int(i) for i in ids]
         files = {t: convert(name, t, out) for t in ["f32", "bf16", "q8_0"]}
-        for t in ["Q4_0", "Q6_K"] + (["Q4_K_M", "Q5_K_M"] if name.startswith("tiny-") else []):
+        # ik_llama.cpp's llama-quantize (the one this project could build) refuses mainline's
+        # deepseek2 files unless their MLA sizes are DeepSeek's own (576 / 512 / 64): the converter's
+        # q8_0 is the quantized DeepSeek file here.
+        quantized = [] if name in DEEPSEEK else ["Q4_0", "Q6_K"] + (["Q4_K_M", "Q5_K_M"] if name.startswith("tiny-") else [])
+        for t in quantized:
             files[t] = os.path.join(out, f"{name}-{t}.gguf")
             subprocess.run([quantize, files["f32"], files[t], t], check=True, capture_output=True)
         for t, path in files.items():
@@ -137,7 +168,7 @@ def main():
                     row[key + "_error"] = str(e).strip().splitlines()[-1][:300]
                     return None
             if t == "f32" and not name.startswith("tiny-"):
-                ref = np.load(os.path.join(GOLDENS, name, "logits.npy"))
+                ref = np.load(os.path.join(checkpoint(name), "logits.npy"))
             else:
                 ref = attempt("reference", lambda: dequantized_model(name, path)(torch.tensor([ids])).logits[0].detach().numpy())
             exact = attempt("tessera", lambda: tessera_logits(path, ids, False))

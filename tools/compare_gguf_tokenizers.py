@@ -6,6 +6,9 @@ For each tokenizer kind a vocab-only GGUF is written by llama.cpp's own convert_
   gpt2 / llama-bpe  the Llama 3 family test tokenizer (tests/data/tokenizer/families/llama3)
   gpt2 / qwen2      the Qwen2 and Qwen3 family test tokenizers
   gpt2 / gpt-4o     gpt-oss's o200k_harmony (assets/o200k_harmony)
+  gpt2 / deepseek-v3, deepseek-llm, deepseek-coder
+                    the DeepSeek-V3 family test tokenizer (tests/data/tokenizer/families/deepseek3)
+                    under each of llama.cpp's DeepSeek pre-tokenizers
   llama (SPM)       a SentencePiece BPE model with byte fallback trained here (sentencepiece, pinned
                     in tools/requirements.txt) on the family corpora, as Llama 2 / Mistral ship one
 The converter names BPE pre-tokenizers by hashing sample encodings, which it cannot do for test
@@ -16,7 +19,7 @@ numbers, whitespace runs, Unicode of many scripts, special tokens in the text) w
 `tessera tokenize -m FILE.gguf --jsonl` and with llama.cpp's `llama-tokenize --ids --no-bos`
 (special tokens parsed, as tessera's Encode does), and the ids are compared text by text.
 
-Usage: tools/.venv/bin/python tools/compare_gguf_tokenizers.py LLAMA_TOKENIZE [OUT_DIR]
+Usage: tools/.venv/bin/python tools/compare_gguf_tokenizers.py LLAMA_TOKENIZE [OUT_DIR [NAME,NAME...]]
   LLAMA_TOKENIZE: a llama.cpp build's llama-tokenize binary.
 """
 import json
@@ -105,14 +108,27 @@ def main():
     rows = []
     kinds = [("llama3", "LlamaForCausalLM", "llama-bpe", ["llama3"]),
              ("qwen2", "Qwen2ForCausalLM", "qwen2", ["qwen2"]),
-             ("qwen3", "Qwen2ForCausalLM", "qwen2", ["qwen3"])]
+             ("qwen3", "Qwen2ForCausalLM", "qwen2", ["qwen3"]),
+             # The DeepSeek-V3 family test tokenizer under each DeepSeek pre-tokenizer llama.cpp knows.
+             ("deepseek3", "Qwen2ForCausalLM", "deepseek-v3", ["deepseek3"]),
+             ("deepseek-llm", "Qwen2ForCausalLM", "deepseek-llm", ["deepseek3"]),
+             ("deepseek-coder", "Qwen2ForCausalLM", "deepseek-coder", ["deepseek3"])]
+    only = sys.argv[3].split(",") if len(sys.argv) > 3 else None
+    kinds = [k for k in kinds if only is None or k[0] in only]
     for name, arch, pre, families in kinds:
         tok = os.path.join(FAMILIES, families[0])
         vocab = json.load(open(os.path.join(tok, "tokenizer.json")))
         size = max([*vocab["model"]["vocab"].values(), *[t["id"] for t in vocab["added_tokens"]]]) + 1
         d = model_dir(out, name, arch, size, [os.path.join(tok, "tokenizer.json"), os.path.join(tok, "tokenizer_config.json")])
+        # A LlamaTokenizerFast (the DeepSeek files' class) adds its default <unk> past the vocabulary.
+        from transformers import AutoTokenizer
+        loaded = max(AutoTokenizer.from_pretrained(d).vocab.values()) + 1
+        if loaded > size:
+            d = model_dir(out, name, arch, loaded, [])
         rows.append((name, f"gpt2 / {pre}", convert(d, pre, os.path.join(out, name + ".gguf")), texts_of(*families)))
     # gpt-oss's o200k_harmony (the converter names its pre-tokenizer gpt-4o itself, by hash).
+    if only is not None and "o200k" not in only:
+        return report_on(binary, rows)
     d = os.path.join(out, "o200k")
     os.makedirs(d, exist_ok=True)
     assets = os.path.join(ROOT, "assets", "o200k_harmony")
@@ -130,6 +146,10 @@ def main():
     spm_texts = texts_of("llama3", "mistral")
     d = model_dir(out, "spm", "LlamaForCausalLM", 4000, [spm_model(out, spm_texts)])
     rows.append(("spm", "llama (SentencePiece BPE)", convert(d, "default", os.path.join(out, "spm.gguf")), spm_texts))
+    return report_on(binary, rows)
+
+
+def report_on(binary, rows):
     report = []
     for name, kind, gguf, texts in rows:
         ours = tessera_ids(gguf, texts)

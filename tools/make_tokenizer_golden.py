@@ -638,6 +638,9 @@ SPLIT_CASES = [
     (r"\p{Lu}+", ["ABC d\u00e9F \u01c5 \u03a3\U00010D4A"]),
     (r"\p{N}{1,3}", ["12345 \u0663\u0664\u0665 \U00011F50"]),
     (r"\p{N}{,2}", ["12345"]),
+    # Ruby's `$`: the end of a line (before any newline) or of the subject (DeepSeek LLM's \s+$).
+    (r"\s+$", ["a  ", "a  \nb \n", "  \n\n ", " x \r\n", ""]),
+    (r"b$|\s", ["ab\nab", "b b\r\nb"]),
     (r".", ["a\nb\r"]),
     (r"[a-c]+", ["abcdcba"]),
     (r"\x41|\u00e9|\x{1F600}", ["A\u00e9B\U0001F600"]),

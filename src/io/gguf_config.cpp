@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <charconv>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,9 @@ constexpr std::array kArchRows = {
     ArchRow{"qwen3", "qwen3", "Qwen3ForCausalLM", ""},
     ArchRow{"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", "num_experts"},
     ArchRow{"gpt-oss", "gpt_oss", "GptOssForCausalLM", "num_local_experts"},
+    // V2, V2-Lite, V3, R1 and Kimi-K2 share llama.cpp's arch; the model_type follows the router
+    // (DeepseekConfig below).
+    ArchRow{"deepseek2", "deepseek_v2", "DeepseekV2ForCausalLM", "n_routed_experts"},
 };
 
 enum class Kind { kCount, kFloat };
@@ -54,6 +58,15 @@ constexpr std::array kKeys = {
     KeyRow{"expert_count", "", Kind::kCount, false},
     KeyRow{"expert_used_count", "num_experts_per_tok", Kind::kCount, false},
     KeyRow{"expert_feed_forward_length", "moe_intermediate_size", Kind::kCount, false},
+    // DeepSeek (DeepseekV2Model.set_gguf_parameters).
+    KeyRow{"leading_dense_block_count", "first_k_dense_replace", Kind::kCount, false},
+    KeyRow{"attention.q_lora_rank", "q_lora_rank", Kind::kCount, false},
+    KeyRow{"attention.kv_lora_rank", "kv_lora_rank", Kind::kCount, false},
+    KeyRow{"rope.dimension_count", "qk_rope_head_dim", Kind::kCount, false},
+    KeyRow{"expert_shared_count", "n_shared_experts", Kind::kCount, false},
+    KeyRow{"expert_weights_scale", "routed_scaling_factor", Kind::kFloat, false},
+    KeyRow{"expert_group_count", "n_group", Kind::kCount, false},
+    KeyRow{"expert_group_used_count", "topk_group", Kind::kCount, false},
 };
 
 // A float32 metadata value as the shortest decimal that reads back to the same float (1e-05,
@@ -63,6 +76,68 @@ double ShortestFloat(double value) {
   char buf[32];
   const auto end = std::to_chars(buf, buf + sizeof(buf), f).ptr;
   return std::stod(std::string(buf, end));
+}
+
+// DeepSeek-V2/V3 (deepseek.md §1-5) from the deepseek2 keys. llama.cpp runs MLA as MQA over the
+// latent: head_count_kv is 1 and key_length / value_length describe the latent (kv_lora + rope,
+// kv_lora), the per-head sizes being key_length_mla / value_length_mla; files written before
+// those keys existed carry the per-head sizes in key_length / value_length.
+void DeepseekConfig(const GgufFile& file, nlohmann::json& c) {
+  const std::string arch = "deepseek2.";
+  auto count = [&](const std::string& key) -> std::optional<uint64_t> {
+    if (file.Find(arch + key) == nullptr) return std::nullopt;
+    return file.GetUint(arch + key);
+  };
+  const std::optional<uint64_t> rope = count("rope.dimension_count");
+  const std::optional<uint64_t> key = count("attention.key_length_mla") ? count("attention.key_length_mla")
+                                                                        : count("attention.key_length");
+  const std::optional<uint64_t> value = count("attention.value_length_mla") ? count("attention.value_length_mla")
+                                                                            : count("attention.value_length");
+  for (const auto& [what, v] : {std::pair{"rope.dimension_count", rope}, {"attention.key_length_mla", key},
+                                {"attention.value_length_mla", value}, {"attention.kv_lora_rank", count("attention.kv_lora_rank")}}) {
+    if (!v) Fail(file.path(), ": metadata ", Quote(arch + what), " is missing");
+  }
+  if (*key <= *rope) Fail(file.path(), ": metadata ", Quote(arch + "attention.key_length_mla"), " (", *key,
+                          ") must exceed the rope dimension (", *rope, ")");
+  c["qk_nope_head_dim"] = *key - *rope;
+  c["v_head_dim"] = *value;
+  c.erase("head_dim");
+  c["num_key_value_heads"] = c["num_attention_heads"];
+  if (!c.contains("first_k_dense_replace")) c["first_k_dense_replace"] = 0;
+  if (!c.contains("n_shared_experts")) c["n_shared_experts"] = 0;
+  // Group-limited routing is stored only by converters that write expert_group_count; without it
+  // llama.cpp chooses among all experts, and so does this config.
+  if (!c.contains("n_group")) c["n_group"] = 1;
+  if (!c.contains("topk_group")) c["topk_group"] = 1;
+  c["norm_topk_prob"] = file.Find(arch + "expert_weights_norm") != nullptr && file.GetBool(arch + "expert_weights_norm");
+  // expert_gating_func: 1 softmax (V2: "greedy", or "group_limited_greedy" over groups), 2 sigmoid
+  // (V3: "noaux_tc" with the exp_probs_b correction bias). Absent: softmax, as llama.cpp reads it.
+  const uint64_t gating = count("expert_gating_func").value_or(1);
+  if (gating == 2) {
+    c["model_type"] = "deepseek_v3";
+    c["architectures"] = {"DeepseekV3ForCausalLM"};
+    c["topk_method"] = "noaux_tc";
+    c["scoring_func"] = "sigmoid";
+  } else if (gating == 1) {
+    c["topk_method"] = c["n_group"].get<uint64_t>() > 1 ? "group_limited_greedy" : "greedy";
+    c["scoring_func"] = "softmax";
+  } else {
+    Fail(file.path(), ": metadata ", Quote(arch + "expert_gating_func"), " is ", gating, " (1 softmax or 2 sigmoid)");
+  }
+  // YaRN: llama.cpp keeps 0.1 mscale_all_dim as yarn_log_multiplier and applies the same factor
+  // to cos/sin as it removes again (mscale = mscale_all_dim in transformers' terms: cos and sin
+  // unscaled, the softmax scale times mscale²).
+  if (c.contains("rope_scaling") && c["rope_scaling"].value("rope_type", "") == "yarn") {
+    nlohmann::json& rope_scaling = c["rope_scaling"];
+    const std::string mul = arch + "rope.scaling.yarn_log_multiplier";
+    const double mscale = file.Find(mul) != nullptr ? ShortestFloat(file.GetFloat(mul)) / 0.1 : 0.0;
+    rope_scaling["mscale"] = mscale;
+    rope_scaling["mscale_all_dim"] = mscale;
+    rope_scaling["beta_fast"] = file.Find(arch + "rope.scaling.yarn_beta_fast") != nullptr
+                                    ? ShortestFloat(file.GetFloat(arch + "rope.scaling.yarn_beta_fast")) : 32.0;
+    rope_scaling["beta_slow"] = file.Find(arch + "rope.scaling.yarn_beta_slow") != nullptr
+                                    ? ShortestFloat(file.GetFloat(arch + "rope.scaling.yarn_beta_slow")) : 1.0;
+  }
 }
 
 }  // namespace
@@ -189,6 +264,7 @@ nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::uniqu
     c.erase("moe_intermediate_size");
   }
   if (arch == "qwen3moe") c["norm_topk_prob"] = true;  // Qwen3-MoE's routing (llama.cpp hardcodes it)
+  if (arch == "deepseek2") DeepseekConfig(file, c);
   return c;
 }
 

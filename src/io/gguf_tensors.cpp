@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/ggml_quants.h"
 #include "io/json_util.h"
 
 namespace tessera {
@@ -42,6 +43,17 @@ constexpr LayerRule kLayerRules[] = {
     {"ffn_up.bias", "mlp.up_proj.bias"},
     {"ffn_down.weight", "mlp.down_proj.weight"},
     {"ffn_down.bias", "mlp.down_proj.bias"},
+    // deepseek2 (MLA, DeepSeekMoE); attn_k_b / attn_v_b are merged back into kv_b_proj below.
+    {"attn_q_a.weight", "self_attn.q_a_proj.weight"},
+    {"attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"},
+    {"attn_q_b.weight", "self_attn.q_b_proj.weight"},
+    {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"},
+    {"attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"},
+    {"attn_kv_b.weight", "self_attn.kv_b_proj.weight"},
+    {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"},
+    {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"},
+    {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"},
+    {"exp_probs_b.bias", "mlp.gate.e_score_correction_bias"},
 };
 
 constexpr std::pair<std::string_view, std::string_view> kGlobalRules[] = {
@@ -109,6 +121,8 @@ class Mapper {
       }
       return Add(file, t, prefix + std::string(rule.hf), std::move(order));
     }
+    if (rest == "attn_k_b.weight") return KvBFromSplit(file, t, layer);
+    if (rest == "attn_v_b.weight") return;  // with attn_k_b
     if (rest == "ffn_gate_inp.weight" || rest == "ffn_gate_inp.bias") {
       return Add(file, t, StrCat(prefix, RouterOf(arch_), rest.substr(rest.find('.'))));
     }
@@ -256,6 +270,67 @@ class Mapper {
     scales_info.shape = {E, rows, blocks};
     scales_info.end = scales.size();
     out_.tensors.push_back({&scales_info, scales.data(), &file.path()});
+  }
+
+  // DeepSeek's kv_b_proj [H (nope + v), kv_lora] from the two halves llama.cpp's converter splits
+  // it into for its absorbed MLA: attn_k_b [H, kv_lora, nope] (each head's key rows transposed)
+  // and attn_v_b [H, v, kv_lora]. Head h's rows are its nope key rows, then its v value rows.
+  // Two float tensors of one type are copied in that type; anything else is decoded to float32
+  // exactly as ggml defines the blocks (the rows of a quantized k_b run along nope, so they
+  // cannot be transposed as blocks).
+  void KvBFromSplit(const GgufFile& file, const GgufTensorInfo& k_b, int64_t layer) {
+    const auto [v_file, v_b] = Partner(file, k_b, StrCat("blk.", layer, ".attn_v_b.weight"));
+    if (k_b.ne.size() != 3 || v_b->ne.size() != 3 || k_b.ne[2] != v_b->ne[2] || k_b.ne[1] != v_b->ne[0] ||
+        static_cast<int64_t>(k_b.ne[2]) != n_head_) {
+      Fail(file.path(), ": tensors ", Quote(k_b.name), " and ", Quote(v_b->name),
+           " must be [heads, kv_lora, nope] and [heads, v, kv_lora] with heads = ", n_head_);
+    }
+    const int64_t heads = n_head_, latent = static_cast<int64_t>(k_b.ne[1]), nope = static_cast<int64_t>(k_b.ne[0]),
+                  value = static_cast<int64_t>(v_b->ne[1]), per_head = nope + value;
+    const std::optional<DType> k_dtype = FloatDType(k_b.type->id), v_dtype = FloatDType(v_b->type->id);
+    const bool same_float = k_dtype && k_dtype == v_dtype && (*k_dtype == DType::kF32 || *k_dtype == DType::kF16 ||
+                                                              *k_dtype == DType::kBF16);
+    const DType dtype = same_float ? *k_dtype : DType::kF32;
+    const size_t elem = DTypeSize(dtype);
+    ByteBuffer& merged = out_.owned.emplace_back(static_cast<size_t>(heads * per_head * latent) * elem);
+    uint8_t* dst = merged.data();
+    const size_t k_row_bytes = k_b.nbytes / (k_b.ne[1] * k_b.ne[2]), v_row_bytes = v_b->nbytes / (v_b->ne[1] * v_b->ne[2]);
+    std::vector<uint8_t> k_rows(static_cast<size_t>(latent * nope) * elem);
+    for (int64_t h = 0; h < heads; ++h) {
+      // This head's [kv_lora, nope] block in `dtype`, then transposed into its key rows.
+      const uint8_t* k_src = file.Data(k_b) + static_cast<size_t>(h * latent) * k_row_bytes;
+      if (same_float) {
+        std::memcpy(k_rows.data(), k_src, k_rows.size());
+      } else {
+        for (int64_t c = 0; c < latent; ++c) {
+          DecodeRow(file, k_b, k_src + c * k_row_bytes, reinterpret_cast<float*>(k_rows.data()) + c * nope, nope);
+        }
+      }
+      for (int64_t i = 0; i < nope; ++i) {
+        for (int64_t c = 0; c < latent; ++c) {
+          std::memcpy(dst + static_cast<size_t>((h * per_head + i) * latent + c) * elem,
+                      k_rows.data() + static_cast<size_t>(c * nope + i) * elem, elem);
+        }
+      }
+      for (int64_t j = 0; j < value; ++j) {
+        const uint8_t* v_src = v_file->Data(*v_b) + static_cast<size_t>(h * value + j) * v_row_bytes;
+        uint8_t* row = dst + static_cast<size_t>((h * per_head + nope + j) * latent) * elem;
+        if (same_float) std::memcpy(row, v_src, v_row_bytes);
+        else DecodeRow(*v_file, *v_b, v_src, reinterpret_cast<float*>(row), latent);
+      }
+    }
+    TensorInfo& info = out_.infos.emplace_back();
+    info.name = StrCat("model.layers.", layer, ".self_attn.kv_b_proj.weight");
+    info.dtype = dtype;
+    info.shape = {heads * per_head, latent};
+    info.end = merged.size();
+    out_.tensors.push_back({&info, merged.data(), &file.path()});
+  }
+
+  static void DecodeRow(const GgufFile& file, const GgufTensorInfo& t, const uint8_t* src, float* dst, int64_t n) {
+    if (!DequantizeGgmlRow(t.type->id, src, dst, static_cast<size_t>(n))) {
+      Fail(file.path(), ": tensor ", Quote(t.name), " is ", t.type->name, ", which cannot be decoded here");
+    }
   }
 
   // gpt-oss expert biases: gate and up interleaved into gate_up_proj_bias [E, 2I]; down as is.

@@ -11,6 +11,9 @@
 //     byte i, `_scales` [E, out, in/32]) and their gate/up biases interleaved likewise
 //     (gpt-oss.md §2.3; the ggml MXFP4 block is a scale byte and 16 bytes whose byte j holds
 //     elements j and j + 16).
+//   - `deepseek2` kv_b_proj, which the converter splits into attn_k_b (each head's key rows
+//     transposed) and attn_v_b for llama.cpp's absorbed MLA, merged back (decoded to float32
+//     when quantized); attn_kv_b of older files maps as it is.
 // Block-quantized ggml types (q8_0, q4_K, ...) keep their bytes: TensorInfo::ggml_type names the
 // type and the dtype is U8. A split set (`name-00001-of-00003.gguf`) is read as one file.
 #pragma once

@@ -5,7 +5,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "kernels/ggml_quants.h"
+#include "io/ggml_quants.h"
 
 namespace tessera {
 namespace {

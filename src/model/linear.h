@@ -14,7 +14,7 @@
 //                    from dense-with-zeros rows or compressed-tensors sparse-24-bitmask (exact)
 //   nm-int8          the same rows quantized as the int8 format, int8 activations (fast path)
 //   ggml             a GGUF file's block-quantized rows (q8_0, q4_K, ...) as stored, decoded
-//                    exactly to float32 as they are multiplied (kernels/ggml_quants.h)
+//                    exactly to float32 as they are multiplied (io/ggml_quants.h)
 //   ggml-q8          q8_0, q4_0, q4_K, q5_K, q6_K rows repacked at about the file's size for
 //                    int8 activations
 //                    (kernels/ggml_q8.h; fast path)
@@ -126,7 +126,7 @@ struct LinearSource {
   // and the matrix is its dense columns [col0, col0 + cols).
   int nm_kept = 0, nm_group = 0;
   bool nm_bitmask = false;
-  // A ggml block type (GGUF q8_0, q4_K, ...; kernels/ggml_quants.h): each row is cols / block
+  // A ggml block type (GGUF q8_0, q4_K, ...; io/ggml_quants.h): each row is cols / block
   // whole blocks at row_data (dtype U8); -1 otherwise.
   int32_t ggml_type = -1;
   bool SameSparsity(const LinearSource& other) const {

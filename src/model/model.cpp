@@ -12,7 +12,7 @@
 #include "core/fail_point.h"
 #include "core/profile.h"
 #include "core/thread_pool.h"
-#include "kernels/ggml_quants.h"
+#include "io/ggml_quants.h"
 #include "kernels/kernels.h"
 
 namespace tessera {

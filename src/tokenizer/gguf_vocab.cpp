@@ -17,10 +17,11 @@ namespace {
 using nlohmann::json;
 
 // One row per tokenizer.ggml.pre family llama.cpp knows (llama-vocab.cpp's pre-tokenizer names),
-// with the regex of the Hugging Face tokenizer.json that llama.cpp's adaptation stands for.
+// with the regexes of the Hugging Face tokenizer.json that llama.cpp's adaptation stands for (a
+// Sequence of Isolated splits, applied in order, as llama.cpp's regex_exprs are).
 struct PreRow {
   std::array<std::string_view, 5> names;
-  std::string_view regex;
+  std::array<std::string_view, 6> regexes;
   bool ignore_merges;  // whole words looked up in the vocabulary before merging
   bool add_bos;        // llama.cpp's default when tokenizer.ggml.add_bos_token is absent
 };
@@ -34,11 +35,47 @@ constexpr std::string_view kGpt4oRegex =
 constexpr std::string_view kTekkenRegex =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// llama.cpp's regex lists of the DeepSeek pre-tokenizers (llama-vocab.cpp): V3 / R1 (the
+// tokenizer.json's three splits), DeepSeek LLM / V2 (its Digits step as \p{N}+) and Coder.
+constexpr std::string_view kDeepseek3Regexes[] = {
+    "\\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+    "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
+constexpr std::string_view kDeepseekLlmRegexes[] = {
+    "[\r\n]",
+    "\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373"
+    "\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481"
+    "\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b"
+    "\u1d6b-\u1d77\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b"
+    "\u1f5d\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3\u1fd6-\u1fdb"
+    "\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128"
+    "\u212a-\u212d\u212f-\u2134\u2139\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4"
+    "\u2ceb-\u2cee\u2cf2\u2cf3\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf"
+    "\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f\U000104b0-\U000104d3"
+    "\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2\U000118a0-\U000118df\U0001e900-\U0001e943]+",
+    "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+    "\\s+$",
+    "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+",
+    "\\p{N}+"};
+constexpr std::string_view kDeepseekCoderRegexes[] = {
+    "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", "\\p{N}"};
+
+template <size_t N>
+constexpr std::array<std::string_view, 6> List(const std::string_view (&regexes)[N]) {
+  std::array<std::string_view, 6> out{};
+  for (size_t i = 0; i < N; ++i) out[i] = regexes[i];
+  return out;
+}
+
 constexpr std::array kPreRows = {
-    PreRow{{"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"}, kLlama3Regex, true, true},
-    PreRow{{"qwen2", "deepseek-r1-qwen"}, kQwen2Regex, false, false},
-    PreRow{{"gpt-4o", "llama4"}, kGpt4oRegex, false, false},
-    PreRow{{"tekken"}, kTekkenRegex, true, true},
+    PreRow{{"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"}, {kLlama3Regex}, true, true},
+    PreRow{{"qwen2", "deepseek-r1-qwen"}, {kQwen2Regex}, false, false},
+    PreRow{{"gpt-4o", "llama4"}, {kGpt4oRegex}, false, false},
+    PreRow{{"tekken"}, {kTekkenRegex}, true, true},
+    PreRow{{"deepseek-v3"}, List(kDeepseek3Regexes), false, false},
+    PreRow{{"deepseek-llm"}, List(kDeepseekLlmRegexes), false, false},
+    PreRow{{"deepseek-coder"}, List(kDeepseekCoderRegexes), false, false},
 };
 
 // Token types (gguf-py TokenType).
@@ -186,11 +223,12 @@ json GgufTokenizerJson(const GgufFile& file) {
               {"end_of_word_suffix", nullptr}, {"vocab", vocab}, {"merges", merges}};
   if (byte_level) {
     out["normalizer"] = nullptr;
-    out["pre_tokenizer"] = {
-        {"type", "Sequence"},
-        {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", {{"Regex", pre->regex}}}, {"behavior", "Isolated"}, {"invert", false}},
-          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+    json steps = json::array();
+    for (const std::string_view regex : pre->regexes) {
+      if (!regex.empty()) steps.push_back({{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}});
+    }
+    steps.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}});
+    out["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", steps}};
     out["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
     bpe.update({{"unk_token", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", pre->ignore_merges}});
   } else {

@@ -126,10 +126,16 @@ class Translator {
         ++i_;
         last_letter_ = 0;
         return;
-      case '^':
       case '$':
-        // Ruby-syntax anchors are line anchors; no known pre-tokenizer uses them.
-        Unsupported(c == '^' ? "'^'" : "'$'", at);
+        // Ruby syntax: the end of a line, before any newline or at the end of the subject
+        // (DeepSeek LLM's \s+$). The subject is the piece being split, as in `tokenizers`.
+        out_ += "(?=\\n|\\z)";
+        ++i_;
+        last_letter_ = 0;
+        return;
+      case '^':
+        // A line anchor in Ruby syntax; no known pre-tokenizer uses it.
+        Unsupported("'^'", at);
       default:
         Literal(utf8::Next(p_, i_), at);
         return;

@@ -14,7 +14,8 @@
 //     (ab(?i)c|d == ab(?i:c|d), where PCRE2 would read (?:ab(?i)c)|(?i:d));
 //   - `.` becomes [^\n], \v \a \e \uHHHH become \x{..}, {,n} becomes {0,n}, capturing groups
 //     become non-capturing (Split only uses whole matches).
-// Anything outside that well-understood subset (\w, \d, \b, anchors, back-references, POSIX
+//   - `$` (Ruby: the end of a line) becomes (?=\n|\z).
+// Anything outside that well-understood subset (\w, \d, \b, `^`, back-references, POSIX
 // brackets, nested classes, Unicode scripts, \p{Mn} (not a superset of Unicode 14's), a{n}?
 // and a{n,m}+ (read differently by Ruby syntax), caseless non-ASCII letters or caseless letter
 // pairs that Oniguruma would fold to one character such as "ss" ~ ß) is rejected with a

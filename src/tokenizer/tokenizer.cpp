@@ -386,7 +386,10 @@ using simdjson::dom::object;
 // Reads tokenizer.json into a Tokenizer::Impl. Every failure names the file and the JSON path.
 class Loader : public PipelineJson {
  public:
-  Loader(Tokenizer::Impl& impl, std::string_view json) : PipelineJson(impl.source), impl_(impl), json_(json) {}
+  // `explicit_added_ids`: the added tokens' ids are the source's own (a GGUF token list numbers
+  // every token), not ids to check against the order in which `tokenizers` would assign them.
+  Loader(Tokenizer::Impl& impl, std::string_view json, bool explicit_added_ids = false)
+      : PipelineJson(impl.source), impl_(impl), json_(json), explicit_added_ids_(explicit_added_ids) {}
 
   void Run() {
     CheckJsonLimits(json_, impl_.source);
@@ -621,7 +624,7 @@ class Loader : public PipelineJson {
       const bool byte_level = ModelKey(content, bytes);
       const int32_t model_id = byte_level ? impl_.model.vocab().Find(bytes) : -1;
       int64_t expected = model_id;
-      if (model_id < 0) expected = max_added >= model_size ? max_added + 1 : model_size;
+      if (model_id < 0) expected = explicit_added_ids_ ? id : max_added >= model_size ? max_added + 1 : model_size;
       if (id != expected) {
         Reject(StrCat(path, ".id"), id, " for ", QuoteToken(content), " differs from the id tokenizers assigns (", expected,
               ")");
@@ -679,6 +682,7 @@ class Loader : public PipelineJson {
   static constexpr uint32_t kUnset = ~uint32_t{0};
   Tokenizer::Impl& impl_;
   std::string_view json_;
+  bool explicit_added_ids_ = false;
   simdjson::dom::parser parser_;
   std::vector<std::pair<uint32_t, uint32_t>> decode_entries_;  // id -> (offset, length)
   std::vector<int32_t> special_ids_;
@@ -706,7 +710,10 @@ Tokenizer Tokenizer::FromFile(const std::string& path) {
 Tokenizer Tokenizer::FromModelDir(const std::string& dir) {
   if (IsGgufPath(dir)) {  // the tokenizer in a GGUF file's metadata (gguf_vocab.h)
     const std::unique_ptr<GgufFile> file = GgufFile::Open(dir);
-    return FromJson(GgufTokenizerJson(*file).dump(), dir);
+    auto impl = std::make_unique<Impl>();
+    impl->source = dir;
+    Loader(*impl, GgufTokenizerJson(*file).dump(), /*explicit_added_ids=*/true).Run();
+    return Tokenizer(std::move(impl));
   }
   const std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
   std::error_code ec;

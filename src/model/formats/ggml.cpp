@@ -7,7 +7,7 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "io/gguf.h"
-#include "kernels/ggml_quants.h"
+#include "io/ggml_quants.h"
 #include "model/formats/formats.h"
 
 namespace tessera {

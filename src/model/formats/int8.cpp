@@ -12,7 +12,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/ggml_quants.h"
+#include "io/ggml_quants.h"
 #include "kernels/kernels.h"
 #include "model/formats/formats.h"
 

@@ -1,7 +1,7 @@
 // The scalar dequantization of ggml's block formats (ggml_quants.h), transcribed from the
 // definitions in ggml-quants.c (dequantize_row_*), expression by expression so the float32
 // roundings are the same.
-#include "kernels/ggml_quants.h"
+#include "io/ggml_quants.h"
 
 #include <cstring>
 

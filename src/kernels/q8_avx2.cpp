@@ -27,9 +27,11 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/ggml_q8.h"
 #include "kernels/int4.h"
 #include "kernels/kernels.h"
 #include "kernels/q8.h"
+#include "kernels/scratch.h"
 
 namespace tessera {
 namespace {
@@ -288,7 +290,7 @@ void CodeTile(const Rows& x, size_t i0, const uint8_t* codes, const Codes& forma
   const int8_t* q = x.q + i0 * x.k;
   const float* d = x.d + i0 * x.nb;
   const int32_t* init = x.init + i0 * x.nb;
-  __m256 s0, s1;
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0;  // set by Block before the first use
   for (size_t b = 0; b < x.nb; ++b) {
     c.template Block<kPrefetch>(b, s0, s1);
     __m256i dot[R][2];
@@ -423,32 +425,254 @@ void MatmulQ8Int4(Q8Rows x, size_t m, size_t k, Int4Weights w, size_t n_begin, s
   }, Out{y, ldy, bias, n_end});
 }
 
+// ---- GGUF k-quants (kernels/ggml_q8.h) ------------------------------------------------------------
+// q4_K, q5_K and q6_K codes decoded in registers per code vector (the nibble, the q5_K fifth or
+// q6_K fifth and sixth bits from their own stream) into the u8 operand u, with the sub-block
+// scales (and mins) widened from bytes and multiplied by the super-block's binary16 d (dmin) once
+// per block, as ggml_q8_avx512vnni.cpp's KTile does. vpmaddubsw pairs stay exact: u <= 63 and
+// |q| <= 127 give pairs <= 16002, and a code vector's low- plus high-nibble products <= 32004.
+
+constexpr uint32_t kQ4_K = 12, kQ5_K = 13, kQ6_K = 14;
+
+// The activation side: row i's codes, block scales and sums, and (q6_K) the start values of its
+// 16-value sub-blocks, kMagicBits - 32 sum16[i, t] (the operands carry u = w + 32).
+struct KRows {
+  const int8_t* q;
+  const float* d;
+  const int32_t* sum;
+  const int32_t* init16;
+  size_t k, nb;
+};
+
+// One group's k-quant weights (half u = columns 8 u .. 8 u + 7 = bytes 32 u .. 32 u + 31 of each
+// 64-byte vector, and bytes 8 u .. 8 u + 7 of each 16-byte per-row stream).
+template <uint32_t kType>
+struct KCodes {
+  static constexpr int kSubs = kType == kQ6_K ? 2 : 1;  // sub-blocks per 32-value block
+  static constexpr bool kMins = kType != kQ6_K;
+  const uint8_t* codes;
+  const uint8_t* highs;
+  const uint8_t* sub;
+  const uint16_t* super;
+  __m256 d[2] = {}, dmin[2] = {}, s[kSubs][2] = {}, mn[2] = {};
+  __m256i hv[2] = {};
+
+  static __m256i Bytes32(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+
+  template <bool kPrefetch>
+  void Block(size_t b) {
+#pragma GCC unroll 2
+    for (int u = 0; u < 2; ++u) {
+      if (b % 8 == 0) {
+        const uint16_t* sp = super + (b / 8) * 2 * kQ8Group + 8 * u;
+        d[u] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sp)));
+        if constexpr (kMins) dmin[u] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sp + kQ8Group)));
+      }
+      if constexpr (kType == kQ6_K) {
+#pragma GCC unroll 2
+        for (int t = 0; t < 2; ++t) {
+          const uint8_t* sc = sub + (2 * b + t) * kQ8Group + 8 * u;
+          const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
+          s[t][u] = _mm256_mul_ps(d[u], _mm256_cvtepi32_ps(v));
+        }
+      } else {
+        // get_scale_min_k4 on 8 lanes: packed byte i of every row is one 16-byte vector.
+        const uint8_t* packed = sub + (b / 8) * 12 * kQ8Group + 8 * u;
+        if (kPrefetch && b % 8 == 0) _mm_prefetch(reinterpret_cast<const char*>(packed) + kPrefetchBytes, _MM_HINT_T0);
+        const size_t j = b % 8;
+        const __m256i low6 = _mm256_set1_epi32(63), low4 = _mm256_set1_epi32(15);
+        __m256i scv, mv;
+        if (j < 4) {
+          scv = _mm256_and_si256(Bytes32(packed + j * kQ8Group), low6);
+          mv = _mm256_and_si256(Bytes32(packed + (j + 4) * kQ8Group), low6);
+        } else {
+          const __m256i both = Bytes32(packed + (j + 4) * kQ8Group);
+          scv = _mm256_or_si256(_mm256_and_si256(both, low4),
+                                _mm256_slli_epi32(_mm256_srli_epi32(Bytes32(packed + (j - 4) * kQ8Group), 6), 4));
+          mv = _mm256_or_si256(_mm256_srli_epi32(both, 4), _mm256_slli_epi32(_mm256_srli_epi32(Bytes32(packed + j * kQ8Group), 6), 4));
+        }
+        s[0][u] = _mm256_mul_ps(d[u], _mm256_cvtepi32_ps(scv));
+        mn[u] = _mm256_mul_ps(dmin[u], _mm256_cvtepi32_ps(mv));
+      }
+      if constexpr (kType == kQ5_K) hv[u] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(highs + b * 64 + 32 * u));
+    }
+  }
+
+  // Code vector h (0..3) of block b, both halves; for q6_K its 16-value chunk's high bits come
+  // with its first vector (h even).
+  template <bool kPrefetch>
+  void Load(size_t b, int h, __m256i (&v)[2]) {
+    const uint8_t* src = codes + (4 * b + h) * kStepBytes;
+    if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(src) + kPrefetchBytes, _MM_HINT_T0);
+    if constexpr (kType == kQ6_K) {
+      if (h % 2 == 0) {
+        const uint8_t* hp = highs + (2 * b + h / 2) * 64;
+        if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(hp) + kPrefetchBytes / 2, _MM_HINT_T0);
+        hv[0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hp));
+        hv[1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hp + 32));
+      }
+    }
+    v[0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+    v[1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32));
+  }
+
+  // The u8 operand of the low (half_k 0) or high (1) four k values of code vector h, half u.
+  __m256i Operand(int h, int half_k, int u, __m256i v) const {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i low = half_k == 0 ? _mm256_and_si256(v, nibble) : _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+    if constexpr (kType == kQ4_K) return low;
+    if constexpr (kType == kQ5_K) {
+      // Bit p = 2 h + half_k of each byte to bit 4 (16-bit shifts; what crosses into the
+      // neighbouring byte lands outside bit 4).
+      __m256i bit;
+      switch (2 * h + half_k) {
+        case 0: bit = _mm256_slli_epi16(hv[u], 4); break;
+        case 1: bit = _mm256_slli_epi16(hv[u], 3); break;
+        case 2: bit = _mm256_slli_epi16(hv[u], 2); break;
+        case 3: bit = _mm256_slli_epi16(hv[u], 1); break;
+        case 4: bit = hv[u]; break;
+        case 5: bit = _mm256_srli_epi16(hv[u], 1); break;
+        case 6: bit = _mm256_srli_epi16(hv[u], 2); break;
+        default: bit = _mm256_srli_epi16(hv[u], 3); break;
+      }
+      return _mm256_or_si256(low, _mm256_and_si256(bit, _mm256_set1_epi8(0x10)));
+    }
+    // q6_K: bits 2 p, 2 p + 1 (p = 2 (h % 2) + half_k) to bits 4, 5.
+    __m256i bits;
+    switch (2 * (h % 2) + half_k) {
+      case 0: bits = _mm256_slli_epi16(hv[u], 4); break;
+      case 1: bits = _mm256_slli_epi16(hv[u], 2); break;
+      case 2: bits = hv[u]; break;
+      default: bits = _mm256_srli_epi16(hv[u], 2); break;
+    }
+    return _mm256_or_si256(low, _mm256_and_si256(bits, _mm256_set1_epi8(0x30)));
+  }
+};
+
+// Rows i0 .. i0 + R - 1 against one group: the header's result, sub-block by sub-block.
+template <int R, bool kPrefetch, uint32_t kType>
+void KTile(const KRows& x, size_t i0, KCodes<kType> c, size_t col, const Out& o) {
+  using Codes = KCodes<kType>;
+  constexpr int kVectors = 4 / Codes::kSubs;  // code vectors per sub-block
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const int8_t* q = x.q + i0 * x.k;
+  for (size_t b = 0; b < x.nb; ++b) {
+    c.template Block<kPrefetch>(b);
+    const int8_t* qb = q + b * kQ8Block;
+#pragma GCC unroll 2
+    for (int t = 0; t < Codes::kSubs; ++t) {
+      __m256i dot[R][2];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const int32_t start = kType == kQ6_K ? x.init16[(i0 + r) * 2 * x.nb + 2 * b + t] : kMagicBits;
+        dot[r][0] = dot[r][1] = _mm256_set1_epi32(start);
+      }
+#pragma GCC unroll 4
+      for (int hh = 0; hh < kVectors; ++hh) {
+        const int h = t * kVectors + hh;
+        __m256i v[2], lo[2], hi[2];
+        c.template Load<kPrefetch>(b, h, v);
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; ++u) {
+          lo[u] = c.Operand(h, 0, u, v[u]);
+          hi[u] = c.Operand(h, 1, u, v[u]);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const __m256i ql = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h));
+          const __m256i qh = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h + 4));
+#pragma GCC unroll 2
+          for (int u = 0; u < 2; ++u) {
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[u], ql), _mm256_maddubs_epi16(hi[u], qh));
+            dot[r][u] = _mm256_add_epi32(dot[r][u], _mm256_madd_epi16(p, ones));
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256 dr = _mm256_set1_ps(x.d[(i0 + r) * x.nb + b]);
+        acc[r][0] = BlockFma(dot[r][0], dr, c.s[t][0], acc[r][0]);
+        acc[r][1] = BlockFma(dot[r][1], dr, c.s[t][1], acc[r][1]);
+      }
+    }
+    if constexpr (Codes::kMins) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256 dr = _mm256_set1_ps(x.d[(i0 + r) * x.nb + b]);
+        const __m256 neg_sum = _mm256_set1_ps(-static_cast<float>(x.sum[(i0 + r) * x.nb + b]));
+        acc[r][0] = _mm256_fmadd_ps(neg_sum, _mm256_mul_ps(dr, c.mn[0]), acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(neg_sum, _mm256_mul_ps(dr, c.mn[1]), acc[r][1]);
+      }
+    }
+  }
+  StoreTile<R>(acc, i0, col, o);
+}
+
+template <uint32_t kType>
+void MatmulK(Q8Rows x, size_t m, size_t k, const GgmlQ8Weights& wt, size_t n_begin, size_t n_end, const float* bias,
+             float* y, size_t ldy) {
+  const size_t nb = k / kQ8Block;
+  const GgmlQ8Sizes sizes = GgmlQ8SizesOf(kType, kQ8Group, k);  // one group's parts
+  int32_t* init16 = nullptr;
+  if (kType == kQ6_K) {
+    init16 = reinterpret_cast<int32_t*>(ThreadScratchBytes(m * 2 * nb * sizeof(int32_t)));
+    for (size_t i = 0; i < m * 2 * nb; ++i) {
+      int32_t sum = 0;
+      for (size_t c = 0; c < 16; ++c) sum += x.q[i * 16 + c];
+      init16[i] = kMagicBits - 32 * sum;
+    }
+  }
+  const KRows rows{x.q, x.d, x.sum, init16, k, nb};
+  const Out out{y, ldy, bias, n_end};
+  using Fn = void (*)(const KRows&, size_t, KCodes<kType>, size_t, const Out&);
+  static_assert(kTileRows == 3, "one case per row count");
+  constexpr Fn kFirst[3] = {KTile<1, true, kType>, KTile<2, true, kType>, KTile<3, true, kType>};
+  constexpr Fn kLater[3] = {KTile<1, false, kType>, KTile<2, false, kType>, KTile<3, false, kType>};
+  for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
+    const KCodes<kType> c{wt.codes + g * sizes.codes, wt.highs + g * sizes.highs, wt.sub + g * sizes.sub,
+                          wt.scales + g * sizes.scales};
+    // The first row block streams the group from memory; the later ones find it in cache.
+    for (size_t i = 0; i < m; i += kTileRows) {
+      const size_t r = Min(kTileRows, m - i);
+      (i == 0 ? kFirst : kLater)[r - 1](rows, i, c, g * kQ8Group, out);
+    }
+  }
+}
+
 // GGUF blocks (kernels/ggml_q8.h): q8_0 through the int8 tile with per-block scales, q4_0 through
-// the 4-bit code tile; the k-quants keep the scalar reference's kernel here (no AVX2 form yet).
+// the 4-bit code tile, the k-quants through KTile.
 void MatmulQ8Ggml(Q8Rows x, size_t m, size_t k, const GgmlQ8Weights& w, size_t n_begin, size_t n_end,
                   const float* bias, float* y, size_t ldy) {
   if (m == 0 || n_begin >= n_end) return;
   const size_t nb = k / kQ8Block;
   const Out out{y, ldy, bias, n_end};
-  if (w.type == 8) {  // q8_0
-    const Rows rows{x.q, x.d, nullptr, k, nb};
-    for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
-      const uint8_t* values = w.codes + g * (k * kQ8Group);
-      const uint16_t* scales = w.scales + g * (nb * kQ8Group);
-      for (size_t i = 0; i < m; i += kTileRows) {
-        const size_t r = Min(kTileRows, m - i);
-        (i == 0 ? Int8TileFor<true, true>(r) : Int8TileFor<false, true>(r))(rows, i, values, scales, g * kQ8Group, out);
+  switch (w.type) {
+    case 8: {  // q8_0
+      const Rows rows{x.q, x.d, nullptr, k, nb};
+      for (size_t g = n_begin / kQ8Group; g * kQ8Group < n_end; ++g) {
+        const uint8_t* values = w.codes + g * (k * kQ8Group);
+        const uint16_t* scales = w.scales + g * (nb * kQ8Group);
+        for (size_t i = 0; i < m; i += kTileRows) {
+          const size_t r = Min(kTileRows, m - i);
+          (i == 0 ? Int8TileFor<true, true>(r) : Int8TileFor<false, true>(r))(rows, i, values, scales, g * kQ8Group, out);
+        }
       }
+      return;
     }
-    return;
+    case 2: {  // q4_0
+      const Rows rows{x.q, x.d, StartValues(x, m * nb, 8), k, nb};
+      CodeMatmul<Q4_0Codes>(rows, m, k, w.codes, n_begin, n_end,
+                            [&](size_t g) { return Q4_0Codes{w.scales + g * (nb * kQ8Group)}; }, out);
+      return;
+    }
+    case kQ4_K: return MatmulK<kQ4_K>(x, m, k, w, n_begin, n_end, bias, y, ldy);
+    case kQ5_K: return MatmulK<kQ5_K>(x, m, k, w, n_begin, n_end, bias, y, ldy);
+    case kQ6_K: return MatmulK<kQ6_K>(x, m, k, w, n_begin, n_end, bias, y, ldy);
+    default: KernelsFor(Isa::kScalar).matmul_q8_ggml(x, m, k, w, n_begin, n_end, bias, y, ldy);
   }
-  if (w.type == 2) {  // q4_0
-    const Rows rows{x.q, x.d, StartValues(x, m * nb, 8), k, nb};
-    CodeMatmul<Q4_0Codes>(rows, m, k, w.codes, n_begin, n_end,
-                          [&](size_t g) { return Q4_0Codes{w.scales + g * (nb * kQ8Group)}; }, out);
-    return;
-  }
-  KernelsFor(Isa::kScalar).matmul_q8_ggml(x, m, k, w, n_begin, n_end, bias, y, ldy);
 }
 
 }  // namespace
@@ -463,7 +687,7 @@ void FillAvx2Q8(KernelTable& t) {
   t.matmul_q8_int4 = MatmulQ8Int4;
   t.matmul_q8_int4_isa = "avx2";
   t.matmul_q8_ggml = MatmulQ8Ggml;
-  t.matmul_q8_ggml_isa = "avx2 (k-quants scalar)";
+  t.matmul_q8_ggml_isa = "avx2";
 }
 
 }  // namespace tessera

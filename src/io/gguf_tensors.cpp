@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "io/ggml_quants.h"
 #include "io/json_util.h"
@@ -258,6 +259,9 @@ class Mapper {
         }
       }
     });
+    // The file's pages of these experts are not read again: dropped from this process's memory
+    // (the copy is what the loader reads), so a GGUF holds one resident copy as a checkpoint does.
+    for (const auto& [part_file, part] : parts) ReleaseMappedRange(part_file->Data(*part), part->nbytes);
     TensorInfo& blocks_info = out_.infos.emplace_back();
     blocks_info.name = name + "_blocks";
     blocks_info.dtype = DType::kU8;

@@ -17,11 +17,6 @@ bool IsK(uint32_t type) { return type == kQ4_K || type == kQ5_K || type == kQ6_K
 // Byte of the nibble code layout (int4.h order) holding value kk of lane r in group g.
 size_t NibbleByte(size_t g, size_t k, size_t r, size_t kk) { return g * (k * kQ8Group / 2) + (kk / 8) * 64 + r * 4 + kk % 4; }
 
-void PutNibble(uint8_t* codes, size_t g, size_t k, size_t r, size_t kk, uint8_t u) {
-  uint8_t& byte = codes[NibbleByte(g, k, r, kk)];
-  byte = static_cast<uint8_t>((kk % 8) < 4 ? (byte & 0xF0) | (u & 0x0F) : (byte & 0x0F) | ((u & 0x0F) << 4));
-}
-
 uint8_t GetNibble(const uint8_t* codes, size_t g, size_t k, size_t r, size_t kk) {
   const uint8_t byte = codes[NibbleByte(g, k, r, kk)];
   return (kk % 8) < 4 ? byte & 0x0F : byte >> 4;
@@ -68,20 +63,29 @@ GgmlQ8Sizes GgmlQ8SizesOf(uint32_t type, size_t n, size_t k) {
 
 void PackGgmlQ8Row(uint32_t type, size_t j, size_t k, const uint8_t* blocks, const GgmlQ8Weights& out) {
   const size_t g = j / kQ8Group, r = j % kQ8Group;
-  uint8_t* codes = const_cast<uint8_t*>(out.codes);
   uint16_t* scales = const_cast<uint16_t*>(out.scales);
+  // Lane r's bytes of 8-value step s: 4 bytes at step s's 64-byte vector, offset 4 r.
+  uint8_t* codes = const_cast<uint8_t*>(out.codes) + g * (k * kQ8Group / (type == kQ8_0 ? 1 : 2)) + r * 4;
+  // u[0 .. 8 n) of lane r from k offset 8 s0 on, into the nibble layout (NibbleByte).
+  auto put_nibbles = [&](size_t s0, const uint8_t* u, size_t n) {
+    for (size_t s = 0; s < n; ++s) {
+      uint8_t* dst = codes + (s0 + s) * 64;
+      for (int i = 0; i < 4; ++i) dst[i] = static_cast<uint8_t>((u[8 * s + i] & 0x0F) | ((u[8 * s + 4 + i] & 0x0F) << 4));
+    }
+  };
   if (!IsK(type)) {
     const size_t nb = k / 32;
     for (size_t b = 0; b < nb; ++b) {
       const uint8_t* block = blocks + b * (type == kQ8_0 ? 34 : 18);
       std::memcpy(&scales[(g * nb + b) * kQ8Group + r], block, 2);
-      for (size_t c = 0; c < 32; ++c) {
-        const size_t kk = b * 32 + c;
-        if (type == kQ8_0) {
-          codes[g * (k * kQ8Group) + (kk / 4) * 64 + r * 4 + kk % 4] = static_cast<uint8_t>(static_cast<int8_t>(block[2 + c]) + 128);
-        } else {  // q4_0: value c < 16 is the low nibble of byte c, value c + 16 its high nibble
-          PutNibble(codes, g, k, r, kk, c < 16 ? block[2 + c] & 0x0F : block[2 + c - 16] >> 4);
+      if (type == kQ8_0) {  // q + 128, four values per 64-byte step
+        for (size_t s = 0; s < 8; ++s) {
+          for (int i = 0; i < 4; ++i) codes[(8 * b + s) * 64 + i] = static_cast<uint8_t>(block[2 + 4 * s + i] ^ 0x80);
         }
+      } else {  // q4_0: value c < 16 is the low nibble of byte c, value c + 16 its high nibble
+        uint8_t u[32];
+        for (int c = 0; c < 16; ++c) u[c] = block[2 + c] & 0x0F, u[c + 16] = block[2 + c] >> 4;
+        put_nibbles(4 * b, u, 4);
       }
     }
     return;
@@ -94,12 +98,24 @@ void PackGgmlQ8Row(uint32_t type, size_t j, size_t k, const uint8_t* blocks, con
     UnpackGgmlKBlock(type, blocks + sb * block_bytes, kb);
     scales[((g * supers + sb) * 2) * kQ8Group + r] = kb.d;
     scales[((g * supers + sb) * 2 + 1) * kQ8Group + r] = kb.dmin;
-    for (size_t c = 0; c < 256; ++c) {
-      const size_t kk = sb * 256 + c;
-      PutNibble(codes, g, k, r, kk, kb.u[c]);
-      if (type != kQ4_K) {
-        const auto [at, bit] = HighBit(type, g, k, r, kk);
-        highs[at] = static_cast<uint8_t>(highs[at] | ((kb.u[c] >> 4) << bit));
+    put_nibbles(32 * sb, kb.u, 32);
+    if (type == kQ5_K) {  // HighBit: bit 2 h + half of byte i = bit 4 of u[32 b + 8 h + 4 half + i]
+      for (size_t b = 0; b < 8; ++b) {
+        uint8_t* dst = highs + (g * (k / 32) + sb * 8 + b) * 64 + r * 4;
+        for (int i = 0; i < 4; ++i) {
+          int byte = 0;
+          for (int bit = 0; bit < 8; ++bit) byte |= ((kb.u[32 * b + 4 * bit + i] >> 4) & 1) << bit;
+          dst[i] = static_cast<uint8_t>(byte);
+        }
+      }
+    } else if (type == kQ6_K) {  // bits 2 p, 2 p + 1 of byte i = bits 4, 5 of u[16 c + 4 p + i]
+      for (size_t c = 0; c < 16; ++c) {
+        uint8_t* dst = highs + (g * (k / 16) + sb * 16 + c) * 64 + r * 4;
+        for (int i = 0; i < 4; ++i) {
+          int byte = 0;
+          for (int p = 0; p < 4; ++p) byte |= ((kb.u[16 * c + 4 * p + i] >> 4) & 3) << (2 * p);
+          dst[i] = static_cast<uint8_t>(byte);
+        }
       }
     }
     if (type == kQ6_K) {

@@ -434,7 +434,8 @@ void RunBench(const BenchArgs& a) {
     std::printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %20s |\n", label.c_str(), size, params_text, "CPU", threads,
                 r.test.c_str(), ts);
   }
-  std::printf("\nprecision %s, dense weights %s\n", a.model_args.precision.c_str(), a.model_args.dense.c_str());
+  // The formats the weights run in, by bytes per token (a GGUF file's types, or the dense choice).
+  std::printf("\nprecision %s, weights %s\n", a.model_args.precision.c_str(), model->LinearFormatsInUse().c_str());
   for (const Result& r : results) {
     if (r.n_prompt == 0 || pp_peak <= 0) continue;
     std::printf("%s ceiling: %.1f G%s/s %s peak (%d threads, per CPU-second) / %.3f GFLOP per token = %.1f t/s; "

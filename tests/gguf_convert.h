@@ -121,6 +121,9 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
     key(arch + ".expert_weights_scale", GgufFloat32(config.at("routed_scaling_factor")));
     key(arch + ".expert_weights_norm", GgufBool(config.value("norm_topk_prob", false)));
     key(arch + ".expert_gating_func", GgufUint32(config.value("scoring_func", "softmax") == "sigmoid" ? 2 : 1));
+    // Written by later converters (TextModel.set_gguf_parameters, after llama-cpp-python 0.3.16's).
+    if (config.contains("n_group")) key(arch + ".expert_group_count", GgufUint32(config["n_group"]));
+    if (config.contains("topk_group")) key(arch + ".expert_group_used_count", GgufUint32(config["topk_group"]));
     key(arch + ".rope.dimension_count", GgufUint32(rope_dim));
     if (config.contains("rope_scaling") && config["rope_scaling"].is_object() && config["rope_scaling"].contains("factor")) {
       const nlohmann::json& rope = config["rope_scaling"];

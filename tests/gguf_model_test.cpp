@@ -148,11 +148,13 @@ INSTANTIATE_TEST_SUITE_P(Types, GgufBlockTypes, ::testing::Values(8u, 2u, 3u, 6u
 // DeepSeek-V2/V3 as llama.cpp's converter writes them (deepseek2: kv_b_proj split into attn_k_b,
 // each head's key rows transposed, and attn_v_b; experts stacked; shared experts, the V3
 // correction bias as exp_probs_b): the transformers goldens (tests/data/deepseek_golden, README
-// there). v2_a (softmax, no groups, YaRN with mscale = mscale_all_dim) and v3_long (sigmoid with
-// the correction bias, one group, YaRN past the original context) hold everything a deepseek2 file
-// records; the other goldens use what it cannot (group-limited routing: no key in 0.3.16's
-// converter; mscale != mscale_all_dim: llama.cpp keeps only 0.1 mscale_all_dim; V2's latent norm
-// eps beside a different rms_norm_eps is kept as transformers has it).
+// there): v2_a (softmax, no groups, YaRN with mscale = mscale_all_dim), v2_b (group-limited
+// greedy, no rope scaling, rms_norm_eps 1e-5 beside the latent norms' 1e-6, which transformers
+// fixes and so does the config read here), v3_a (noaux_tc over 2 groups) and v3_long (sigmoid
+// with the correction bias, one group, YaRN past the original context). The groups are recorded
+// as later converters write them (expert_group_count / _used_count; llama-cpp-python 0.3.16's
+// writes none, and its files route over all experts, as llama.cpp does). v3_b is left out: its
+// mscale differs from mscale_all_dim, and a deepseek2 file keeps only 0.1 mscale_all_dim.
 const std::string kDeepseekGoldens = std::string(TESSERA_TEST_DATA) + "/deepseek_golden/";
 
 class GgufDeepseekGolden : public ::testing::TestWithParam<std::string> {};
@@ -206,7 +208,7 @@ TEST_P(GgufDeepseekGolden, UnsplitKvBFileReadsTheSame) {
   EXPECT_EQ(PrefillLogits(*Model::Load(whole), ids), PrefillLogits(*Model::Load(split), ids));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GgufDeepseekGolden, ::testing::Values("v2_a", "v3_long"));
+INSTANTIATE_TEST_SUITE_P(Models, GgufDeepseekGolden, ::testing::Values("v2_a", "v2_b", "v3_a", "v3_long"));
 
 // Every block type in a DeepSeek-V3 model whose rows fit the blocks (hidden, latent and q_lora
 // 256; nope 32, so attn_k_b takes the 32-value types and stays F32 for the k-quants, as

@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/ggml_quants.h"
+#include "kernels/scratch.h"
 
 namespace tessera {
 namespace {
@@ -39,6 +40,16 @@ bool GgmlQ8Supported(uint32_t type) { return type == kQ8_0 || type == kQ4_0 || I
 size_t GgmlQ8RowBlock(uint32_t type) { return IsK(type) ? 256 : 32; }
 size_t GgmlQ8SubBlock(uint32_t type) { return type == kQ6_K ? 16 : 32; }
 bool GgmlQ8HasMins(uint32_t type) { return type == kQ4_K || type == kQ5_K; }
+
+const int32_t* GgmlQ6KStartValues(const int8_t* q, size_t m, size_t k, int32_t magic) {
+  auto* start = reinterpret_cast<int32_t*>(ThreadScratchBytes(m * (k / 16) * sizeof(int32_t)));
+  for (size_t i = 0; i < m * (k / 16); ++i) {
+    int32_t sum = 0;
+    for (size_t c = 0; c < 16; ++c) sum += q[i * 16 + c];
+    start[i] = magic - 32 * sum;
+  }
+  return start;
+}
 
 GgmlQ8Sizes GgmlQ8SizesOf(uint32_t type, size_t n, size_t k) {
   TESSERA_CHECK(GgmlQ8Supported(type) && k % GgmlQ8RowBlock(type) == 0);

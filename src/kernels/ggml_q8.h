@@ -57,6 +57,10 @@ void PackGgmlQ8Row(uint32_t type, size_t j, size_t k, const uint8_t* blocks, con
 // Row j's integer weights w[k], sub-block scales s[k/S] and mins mn[k/32] (zero when the type has
 // none), as the header defines them (the scalar reference and tests).
 void GgmlQ8Column(const GgmlQ8Weights& w, size_t k, size_t j, int8_t* weights, float* scales, float* mins);
+// q6_K's start values of the 16-value sub-block accumulators, `magic` - 32 sum16[i, t] (the u8
+// operands of the kernels carry u = w + 32): m rows of k activations, [m][k/16], in the calling
+// thread's kernel scratch (kernels/scratch.h; valid until its next use).
+const int32_t* GgmlQ6KStartValues(const int8_t* q, size_t m, size_t k, int32_t magic);
 // S for the type (16 for q6_K, else 32) and whether it has mins.
 size_t GgmlQ8SubBlock(uint32_t type);
 bool GgmlQ8HasMins(uint32_t type);

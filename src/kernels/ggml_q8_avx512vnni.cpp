@@ -339,16 +339,7 @@ void MatmulK(Q8Rows x, size_t m, size_t k, const GgmlQ8Weights& wt, size_t n_beg
              float* y, size_t ldy) {
   const size_t nb = k / kQ8Block;
   const GgmlQ8Sizes sizes = GgmlQ8SizesOf(kType, kQ8Group, k);  // one group's parts
-  int32_t* init16 = nullptr;
-  if (kType == kQ6_K) {
-    // kMagicBits - 32 sum over each 16-value sub-block (the u8 operands carry u = w + 32).
-    init16 = reinterpret_cast<int32_t*>(ThreadScratchBytes(m * 2 * nb * sizeof(int32_t)));
-    for (size_t i = 0; i < m * 2 * nb; ++i) {
-      int32_t sum = 0;
-      for (size_t c = 0; c < 16; ++c) sum += x.q[i * 16 + c];
-      init16[i] = kMagicBits - 32 * sum;
-    }
-  }
+  const int32_t* init16 = kType == kQ6_K ? GgmlQ6KStartValues(x.q, m, k, kMagicBits) : nullptr;
   const KRows rows{x.q, x.d, x.sum, init16, k, nb};
   const Out out{y, ldy, bias, n_end};
   const size_t g_begin = n_begin / kQ8Group, g_end = (n_end + kQ8Group - 1) / kQ8Group;

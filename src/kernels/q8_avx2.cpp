@@ -31,7 +31,6 @@
 #include "kernels/int4.h"
 #include "kernels/kernels.h"
 #include "kernels/q8.h"
-#include "kernels/scratch.h"
 
 namespace tessera {
 namespace {
@@ -279,11 +278,28 @@ struct Int4Codes {
   }
 };
 
+// One 8-value step h of R rows against a group's u8 operands: lo[u] / hi[u] hold the first / last
+// four k values of the step for columns 8 u .. 8 u + 7; the products go into dot[r][u].
+template <int R>
+inline void CodeStep(const __m256i (&lo)[2], const __m256i (&hi)[2], const int8_t* qb, size_t k, size_t h,
+                     __m256i (&dot)[R][2]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m256i ql = _mm256_set1_epi32(Load32(qb + r * k + 8 * h));
+    const __m256i qh = _mm256_set1_epi32(Load32(qb + r * k + 8 * h + 4));
+#pragma GCC unroll 2
+    for (int u = 0; u < 2; ++u) {
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[u], ql), _mm256_maddubs_epi16(hi[u], qh));
+      dot[r][u] = _mm256_add_epi32(dot[r][u], _mm256_madd_epi16(p, ones));
+    }
+  }
+}
+
 // Rows i0 .. i0 + R - 1 against one group of 4-bit codes ([k/8][16][4]).
 template <int R, bool kPrefetch, typename Codes>
 void CodeTile(const Rows& x, size_t i0, const uint8_t* codes, const Codes& format, size_t col, const Out& o) {
   Codes c = format;
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -309,16 +325,7 @@ void CodeTile(const Rows& x, size_t i0, const uint8_t* codes, const Codes& forma
         lo[u] = c.Low(v, u);
         hi[u] = c.High(v, u);
       }
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m256i ql = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h));
-        const __m256i qh = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h + 4));
-#pragma GCC unroll 2
-        for (int u = 0; u < 2; ++u) {
-          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[u], ql), _mm256_maddubs_epi16(hi[u], qh));
-          dot[r][u] = _mm256_add_epi32(dot[r][u], _mm256_madd_epi16(p, ones));
-        }
-      }
+      CodeStep<R>(lo, hi, qb, x.k, h, dot);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -554,7 +561,6 @@ template <int R, bool kPrefetch, uint32_t kType>
 void KTile(const KRows& x, size_t i0, KCodes<kType> c, size_t col, const Out& o) {
   using Codes = KCodes<kType>;
   constexpr int kVectors = 4 / Codes::kSubs;  // code vectors per sub-block
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -580,16 +586,7 @@ void KTile(const KRows& x, size_t i0, KCodes<kType> c, size_t col, const Out& o)
           lo[u] = c.Operand(h, 0, u, v[u]);
           hi[u] = c.Operand(h, 1, u, v[u]);
         }
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const __m256i ql = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h));
-          const __m256i qh = _mm256_set1_epi32(Load32(qb + r * x.k + 8 * h + 4));
-#pragma GCC unroll 2
-          for (int u = 0; u < 2; ++u) {
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[u], ql), _mm256_maddubs_epi16(hi[u], qh));
-            dot[r][u] = _mm256_add_epi32(dot[r][u], _mm256_madd_epi16(p, ones));
-          }
-        }
+        CodeStep<R>(lo, hi, qb, x.k, h, dot);
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -616,15 +613,7 @@ void MatmulK(Q8Rows x, size_t m, size_t k, const GgmlQ8Weights& wt, size_t n_beg
              float* y, size_t ldy) {
   const size_t nb = k / kQ8Block;
   const GgmlQ8Sizes sizes = GgmlQ8SizesOf(kType, kQ8Group, k);  // one group's parts
-  int32_t* init16 = nullptr;
-  if (kType == kQ6_K) {
-    init16 = reinterpret_cast<int32_t*>(ThreadScratchBytes(m * 2 * nb * sizeof(int32_t)));
-    for (size_t i = 0; i < m * 2 * nb; ++i) {
-      int32_t sum = 0;
-      for (size_t c = 0; c < 16; ++c) sum += x.q[i * 16 + c];
-      init16[i] = kMagicBits - 32 * sum;
-    }
-  }
+  const int32_t* init16 = kType == kQ6_K ? GgmlQ6KStartValues(x.q, m, k, kMagicBits) : nullptr;
   const KRows rows{x.q, x.d, x.sum, init16, k, nb};
   const Out out{y, ldy, bias, n_end};
   using Fn = void (*)(const KRows&, size_t, KCodes<kType>, size_t, const Out&);

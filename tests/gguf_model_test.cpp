@@ -75,15 +75,20 @@ double MaxRelativeDifference(const std::vector<float>& got, const std::vector<fl
 
 class GgufDenseGolden : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(GgufDenseGolden, F32FileGivesTheTransformersLogits) {
+// A golden checkpoint written as an F32 GGUF gives its transformers logits and greedy ids; returns
+// the GGUF tensor names written.
+std::vector<std::string> ExpectGoldenThroughGguf(const std::string& golden_dir, const std::string& name) {
   const ScratchDir dir;
   const std::string gguf = dir / "model-f32.gguf";
-  test::WriteGgufLikeLlamaCpp(kGoldens + GetParam(), gguf);
+  const std::vector<std::string> names = test::WriteGgufLikeLlamaCpp(golden_dir + name, gguf);
   const auto model = Model::Load(gguf);
-  const ModelGolden golden = LoadModelGolden(kGoldens + GetParam());
-  EXPECT_LE(PrefillErrorAgainstGolden(*model, golden, GetParam() + " (GGUF f32)"), 1e-4);
+  const ModelGolden golden = LoadModelGolden(golden_dir + name);
+  EXPECT_LE(PrefillErrorAgainstGolden(*model, golden, name + " (GGUF f32)"), 1e-4);
   EXPECT_EQ(GreedyAgainstGolden(*model, golden, 1e-4), golden.greedy);
+  return names;
 }
+
+TEST_P(GgufDenseGolden, F32FileGivesTheTransformersLogits) { ExpectGoldenThroughGguf(kGoldens, GetParam()); }
 
 // F16 and BF16 files hold the weights rounded once more (the goldens' checkpoints are BF16 or
 // F32): the logits equal those of the rounded float32 twin.
@@ -160,14 +165,8 @@ const std::string kDeepseekGoldens = std::string(TESSERA_TEST_DATA) + "/deepseek
 class GgufDeepseekGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GgufDeepseekGolden, F32FileGivesTheTransformersLogits) {
-  const ScratchDir dir;
-  const std::string gguf = dir / "model-f32.gguf";
-  const std::vector<std::string> names = test::WriteGgufLikeLlamaCpp(kDeepseekGoldens + GetParam(), gguf);
+  const std::vector<std::string> names = ExpectGoldenThroughGguf(kDeepseekGoldens, GetParam());
   EXPECT_NE(std::find(names.begin(), names.end(), "blk.0.attn_k_b.weight"), names.end());
-  const auto model = Model::Load(gguf);
-  const ModelGolden golden = LoadModelGolden(kDeepseekGoldens + GetParam());
-  EXPECT_LE(PrefillErrorAgainstGolden(*model, golden, GetParam() + " (GGUF f32)"), 1e-4);
-  EXPECT_EQ(GreedyAgainstGolden(*model, golden, 1e-4), golden.greedy);
 }
 
 // Files written before llama.cpp split kv_b (one attn_kv_b tensor, key_length / value_length the

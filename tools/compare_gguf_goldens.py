@@ -3,7 +3,7 @@
 (issue 30, "What it must show"; numbers go to docs/ACCURACY.md).
 
 For each tiny checkpoint with transformers float32 logits (tests/data/deepseek_golden: v2_a,
-v3_long; tests/data/dense_golden: llama_b,
+v3_long; a Qwen3-MoE made here; tests/data/dense_golden: llama_b,
 mistral_b, qwen2_b, qwen3_a, qwen3_b; llama_a's Llama 3 rope scaling too), llama.cpp's
 convert_hf_to_gguf.py writes F32, BF16 and Q8_0 files and `llama-quantize` (a llama.cpp build's,
 given on the command line) makes Q4_0 and Q6_K from the F32 file. For every file:
@@ -50,7 +50,34 @@ c.main()
 """
 
 
+SYNTHETIC = {}  # name -> directory of a checkpoint made here (tiny-qwen3-moe)
+
+
+def tiny_qwen3_moe(out):
+    """A Qwen3-MoE checkpoint with every layer sparse (a GGUF records no dense layers among sparse
+    ones, so the qwen3_moe goldens cannot be used) and 256-wide rows (every k-quant applies):
+    transformers' random initialisation, seeded, saved as safetensors."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    d = os.path.join(out, "tiny-qwen3-moe")
+    if not os.path.exists(os.path.join(d, "config.json")):
+        torch.manual_seed(20261206)
+        config = Qwen3MoeConfig(vocab_size=4096, hidden_size=256, intermediate_size=256, moe_intermediate_size=256,
+                                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, mlp_only_layers=[],
+                                decoder_sparse_step=1, max_position_embeddings=512, rope_theta=1e6,
+                                tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
+        model = Qwen3MoeForCausalLM(config).to(torch.float32)
+        with torch.no_grad():  # the default init (std 0.02) leaves the logits nearly flat
+            for p in model.parameters():
+                if p.dim() >= 2:
+                    p.normal_(0.0, 0.08)
+        model.save_pretrained(d, safe_serialization=True)
+    return d
+
+
 def checkpoint(name):
+    if name in SYNTHETIC:
+        return SYNTHETIC[name]
     if name.startswith("tiny-"):
         return os.path.join(ROOT, "models", name)
     return os.path.join(DEEPSEEK_GOLDENS if name in DEEPSEEK else GOLDENS, name)
@@ -141,9 +168,10 @@ def main():
     out = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="gguf_goldens_")
     os.makedirs(out, exist_ok=True)
     rows = []
-    # The dense goldens (64-wide rows: llama-quantize keeps k-quant types off them) and tiny-llama
-    # (256 / 768-wide rows: every k-quant applies), whose reference is transformers run here.
-    for name in sys.argv[3].split(",") if len(sys.argv) > 3 else MODELS + DEEPSEEK + ["tiny-llama"]:
+    SYNTHETIC["tiny-qwen3-moe"] = tiny_qwen3_moe(out)
+    # The dense goldens (64-wide rows: llama-quantize keeps k-quant types off them), tiny-llama and
+    # tiny-qwen3-moe (256-wide rows: every k-quant applies), whose reference is transformers run here.
+    for name in sys.argv[3].split(",") if len(sys.argv) > 3 else MODELS + DEEPSEEK + ["tiny-llama", "tiny-qwen3-moe"]:
         if name.startswith("tiny-"):
             ids = list(np.random.default_rng(7).integers(0, 4096, 64))
         else:

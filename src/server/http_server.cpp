@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <ctime>
 #include <map>
 #include <mutex>
@@ -50,12 +51,30 @@ bool SameKey(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+// Completion replies between their handler and cpp-httplib's release of their content provider
+// (after the last write, or when the connection fails).
+struct ApiServer::InFlight {
+  std::mutex mutex;
+  std::condition_variable idle;
+  int64_t replies = 0;
+
+  void Begin() {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++replies;
+  }
+  void End() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (--replies == 0) idle.notify_all();
+  }
+};
+
 ApiServer::ApiServer(const Model& model, const Tokenizer& tokenizer, BatchEngine& engine, ServerOptions options)
     : engine_(engine),
       options_(std::move(options)),
       format_(model, tokenizer),
       http_(std::make_unique<HttpTransport>()),
-      metrics_(std::make_unique<Metrics>()) {
+      metrics_(std::make_unique<Metrics>()),
+      in_flight_(std::make_shared<InFlight>()) {
   // Every slot and every queued request may hold a pool thread for its whole reply; a few more
   // serve /health, /metrics and the requests that are refused.
   const size_t threads = static_cast<size_t>(engine.options().slots + engine.options().max_waiting + 4);
@@ -92,7 +111,13 @@ int ApiServer::Backlog() const {
 }
 
 void ApiServer::Run() { http_->listen_after_bind(); }
-void ApiServer::Stop() { http_->stop(); }
+void ApiServer::Stop(double drain_seconds) {
+  {
+    std::unique_lock<std::mutex> lock(in_flight_->mutex);
+    in_flight_->idle.wait_for(lock, std::chrono::duration<double>(drain_seconds), [&] { return in_flight_->replies == 0; });
+  }
+  http_->stop();
+}
 std::string ApiServer::ProcessBytes(std::string_view raw) { return http_->ProcessBytes(raw); }
 
 void ApiServer::Routes() {
@@ -328,7 +353,11 @@ void ApiServer::Routes() {
           StrCat(chat ? "chatcmpl-" : "cmpl-", std::hex, next_id_.fetch_add(1), std::dec, std::random_device{}() % 100000),
           options_.model_name);
       auto provider = [reply](size_t, httplib::DataSink& sink) { return reply->Run(sink); };
-      auto release = [reply](bool) { reply->CancelAll(); };
+      in_flight_->Begin();
+      auto release = [reply, in_flight = in_flight_](bool) {
+        reply->CancelAll();
+        in_flight->End();
+      };
       const char* type = reply->streaming() ? "text/event-stream" : "application/json";
       if (req.version == "HTTP/1.0") {
         // No chunked encoding for HTTP/1.0 clients (RFC 9112 §7.1): the reply ends where the

@@ -51,9 +51,11 @@ class ApiServer {
   ~ApiServer();
   // Binds the listening socket; returns the port. Throws tessera::Error when it cannot.
   int Bind();
-  // Serves until Stop() (from any thread).
+  // Serves until Stop() (from any thread). Stop lets the replies in flight finish writing first
+  // (at most `drain_seconds`): after BatchEngine::Shutdown they end at once with an error event
+  // and [DONE], which cpp-httplib's chunked writer would cut off once the listener is closed.
   void Run();
-  void Stop();
+  void Stop(double drain_seconds = 5.0);
   // One connection's bytes through the parser and routes, without a socket (the fuzz target and
   // tests): what the server would have written back.
   std::string ProcessBytes(std::string_view raw);
@@ -62,12 +64,14 @@ class ApiServer {
   void Routes();
   int Backlog() const;
   struct Metrics;
+  struct InFlight;
 
   BatchEngine& engine_;
   ServerOptions options_;
   ChatFormat format_;
   std::unique_ptr<HttpTransport> http_;
   std::unique_ptr<Metrics> metrics_;
+  std::shared_ptr<InFlight> in_flight_;  // shared with the replies' release callbacks
   std::atomic<uint64_t> next_id_{1};
 };
 

@@ -2,8 +2,8 @@
 """GGUF files made by llama.cpp's own tools, run by tessera and by llama.cpp, against transformers
 (issue 30, "What it must show"; numbers go to docs/ACCURACY.md).
 
-For each tiny checkpoint with transformers float32 logits (tests/data/deepseek_golden: v2_a,
-v3_long; a Qwen3-MoE made here; tests/data/dense_golden: llama_b,
+For each tiny checkpoint with transformers float32 logits (tests/data/deepseek_golden: v2_a, v2_b,
+v3_a, v3_long, their expert groups written as later converters write them; a Qwen3-MoE made here; tests/data/dense_golden: llama_b,
 mistral_b, qwen2_b, qwen3_a, qwen3_b; llama_a's Llama 3 rope scaling too), llama.cpp's
 convert_hf_to_gguf.py writes F32, BF16 and Q8_0 files and `llama-quantize` (a llama.cpp build's,
 given on the command line) makes Q4_0 and Q6_K from the F32 file. For every file:
@@ -32,9 +32,9 @@ from compare_llama_cpp import ROOT, llama_cpp_source
 GOLDENS = os.path.join(ROOT, "tests", "data", "dense_golden")
 DEEPSEEK_GOLDENS = os.path.join(ROOT, "tests", "data", "deepseek_golden")
 MODELS = ["llama_a", "llama_b", "mistral_b", "qwen2_b", "qwen3_a", "qwen3_b"]
-# The DeepSeek goldens whose configs a deepseek2 file records (tests/gguf_model_test.cpp says why
-# the others are left out).
-DEEPSEEK = ["v2_a", "v3_long"]
+# The DeepSeek goldens whose configs a deepseek2 file records (v3_b's mscale differs from its
+# mscale_all_dim, which no deepseek2 file can hold; tests/gguf_model_test.cpp).
+DEEPSEEK = ["v2_a", "v2_b", "v3_a", "v3_long"]
 
 CONVERT = """
 import sys
@@ -45,6 +45,16 @@ import convert_hf_to_gguf as c
 for cls in vars(c).values():
     if isinstance(cls, type) and issubclass(cls, c.TextModel):
         cls.set_vocab = lambda self: (self._set_vocab_none(), self.gguf_writer.add_vocab_size(self.hparams["vocab_size"]))
+# Expert groups as later converters record them (TextModel.set_gguf_parameters writes n_group and
+# topk_group as expert_group_count / expert_group_used_count; 0.3.16's writes neither).
+_set_params = c.DeepseekV2Model.set_gguf_parameters
+def _with_groups(self):
+    _set_params(self)
+    if self.hparams.get("n_group") is not None:
+        self.gguf_writer.add_uint32("deepseek2.expert_group_count", self.hparams["n_group"])
+    if self.hparams.get("topk_group") is not None:
+        self.gguf_writer.add_uint32("deepseek2.expert_group_used_count", self.hparams["topk_group"])
+c.DeepseekV2Model.set_gguf_parameters = _with_groups
 sys.argv = ["convert_hf_to_gguf.py", {model!r}, "--outtype", {outtype!r}, "--outfile", {out!r}]
 c.main()
 """

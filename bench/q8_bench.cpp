@@ -73,7 +73,11 @@ __attribute__((target("avx512f,avx512vnni"))) int32_t DpbusdLoop(size_t iteratio
     for (int i = 0; i < kDpChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
   }
   for (int i = 1; i < kDpChains; ++i) acc[0] = _mm512_add_epi32(acc[0], acc[i]);
-  return _mm512_reduce_add_epi32(acc[0]);
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, acc[0]);
+  int32_t sum = 0;
+  for (const int32_t lane : lanes) sum += lane;
+  return sum;
 }
 
 // vpdpbusd zmm: 16 lanes x 4 u8 x s8 products, 2 ops each. Taken per CPU-second of each thread

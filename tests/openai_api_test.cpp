@@ -195,7 +195,9 @@ TEST(OpenAiApi, HarmonyToolCallsStreamAsDeltas) {
   EXPECT_EQ(deltas[0].name, "get_weather");
   for (size_t i = 0; i < deltas.size(); ++i) {
     EXPECT_EQ(deltas[i].index, 0u);
-    if (i > 0) EXPECT_EQ(deltas[i].name, "");
+    if (i > 0) {
+      EXPECT_EQ(deltas[i].name, "");
+    }
   }
   EXPECT_EQ(arguments, "{\"city\": \"Paris\"}");
   // As a client accumulates the chunks' deltas by index, it gets the message's call.

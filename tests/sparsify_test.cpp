@@ -77,7 +77,9 @@ TEST(Sparsify, PrunesEveryLinearWeightToTheGivenPatternAndWandaBeatsMagnitude) {
         }
       }
       ASSERT_LE(nonzero, 2) << i;
-      if (nonzero == 2) ASSERT_LE(largest_pruned, smallest_kept) << i;
+      if (nonzero == 2) {
+        ASSERT_LE(largest_pruned, smallest_kept) << i;
+      }
     }
   }
   const nlohmann::json config = ParseJsonText(ReadFile((root / "magnitude" / "config.json").string()), "config");

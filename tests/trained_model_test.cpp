@@ -146,7 +146,9 @@ TEST_P(TrainedModel, NgramSpeculationKeepsGreedyOutput) {
       EXPECT_GT(stats.proposed, 0) << "no draft proposed on a copying prompt";
       // tiny-deepseek does not continue class C with the quoted block (its greedy reply is a
       // docstring), so its drafts are rightly refused; the other two copy it.
-      if (GetParam() != "tiny-deepseek") EXPECT_GT(stats.accepted, 0) << "no draft accepted on a copying prompt";
+      if (GetParam() != "tiny-deepseek") {
+        EXPECT_GT(stats.accepted, 0) << "no draft accepted on a copying prompt";
+      }
     }
   }
 }

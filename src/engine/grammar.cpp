@@ -41,7 +41,7 @@ std::vector<std::string> GrammarTokens(const Tokenizer& tokenizer, int64_t model
   for (int32_t id = 0; id < count; ++id) {
     if (!tokenizer.Contains(id)) continue;
     tokens[static_cast<size_t>(id)] =
-        tokenizer.IsSpecial(id) ? "\xff" + std::string(tokenizer.TokenBytes(id)) : std::string(tokenizer.TokenBytes(id));
+        tokenizer.IsSpecial(id) ? std::string("\xff").append(tokenizer.TokenBytes(id)) : std::string(tokenizer.TokenBytes(id));
   }
   return tokens;
 }

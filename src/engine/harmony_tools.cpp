@@ -46,14 +46,14 @@ std::string SerdeJson(const ordered_json& value) {
   }
   if (value.is_array()) {
     std::string out = "[";
-    for (size_t i = 0; i < value.size(); ++i) out += (i ? "," : "") + SerdeJson(value[i]);
+    for (size_t i = 0; i < value.size(); ++i) out.append(i ? "," : "").append(SerdeJson(value[i]));
     return out + "]";
   }
   if (value.is_object()) {
     std::string out = "{";
     bool first = true;
     for (const auto& [key, item] : value.items()) {
-      out += (first ? "" : ",") + ordered_json(key).dump() + ":" + SerdeJson(item);
+      out.append(first ? "" : ",").append(ordered_json(key).dump()).append(":").append(SerdeJson(item));
       first = false;
     }
     return out + "}";

@@ -143,6 +143,14 @@ constexpr ScaledE2M1Tables kScaledE2M1 = MakeScaledE2M1Tables();
 // Element of the block held by row s = 8t + L (0..31) of a packed panel / permuted activations:
 constexpr int kPerm32[32] = {0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27,
                              4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31};
+constexpr bool PermutationFollowsTheDecoder() {
+  for (int s = 0; s < 32; ++s) {
+    const int t = s / 8, lane = s % 8;
+    if (kPerm32[s] != 8 * (lane % 4) + 2 * t + lane / 4) return false;
+  }
+  return true;
+}
+static_assert(PermutationFollowsTheDecoder());
 
 struct Mxfp4Decoder {
   __m256i shift0 = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);

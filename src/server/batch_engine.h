@@ -58,7 +58,7 @@ struct BatchEngineOptions {
   // (few rows) and cost compute once they are not. Each sequence's SpecController picks k from
   // its own acceptance and the byte-model cost (DecodeByteModel), not from step times, which
   // belong to the whole batch.
-  SpecOptions spec;
+  SpecOptions spec{};
   int64_t spec_rows = 8;
 };
 

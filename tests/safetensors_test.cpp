@@ -209,16 +209,16 @@ TEST(SafetensorsRoundTrip, ShardedGreedyPackingAndIndex) {
   };
   const auto written = WriteShardedSafetensors(dir.path().string(), tensors, 100);
   // [l0.a l0.b] = 80, l1.a would make 120 > 100; [l1.a], [big] alone, [s1 s2] = 16.
-  const std::vector<std::string> want = {"model-00000-of-00003.safetensors", "model-00001-of-00003.safetensors",
-                                         "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors",
+  const std::vector<std::string> want = {"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
+                                         "model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors",
                                          "model.safetensors.index.json"};
   EXPECT_EQ(written, want);
   const auto index = ParseJsonText(ReadFile(dir / "model.safetensors.index.json"), "index");
   EXPECT_EQ(index["metadata"]["total_size"], 336);
-  EXPECT_EQ(index["weight_map"]["l0.b"], "model-00000-of-00003.safetensors");
-  EXPECT_EQ(index["weight_map"]["l1.a"], "model-00001-of-00003.safetensors");
-  EXPECT_EQ(index["weight_map"]["big"], "model-00002-of-00003.safetensors");
-  EXPECT_EQ(index["weight_map"]["s2"], "model-00003-of-00003.safetensors");
+  EXPECT_EQ(index["weight_map"]["l0.b"], "model-00001-of-00004.safetensors");
+  EXPECT_EQ(index["weight_map"]["l1.a"], "model-00002-of-00004.safetensors");
+  EXPECT_EQ(index["weight_map"]["big"], "model-00003-of-00004.safetensors");
+  EXPECT_EQ(index["weight_map"]["s2"], "model-00004-of-00004.safetensors");
   EXPECT_EQ(index["weight_map"].size(), 6u);
 
   const auto store = WeightStore::Open(dir.path().string());
@@ -361,7 +361,7 @@ TEST(SafetensorsInterop, ShardedDirectoryMatchesTransformersLayout) {
   ASSERT_EQ(store.num_tensors(), 4u);
   EXPECT_EQ(store.Get("model.embed_tokens.weight").shape(), (std::vector<int64_t>{8, 4}));
   EXPECT_EQ(store.Get("model.layers.0.mlp.experts.gate_up_proj_blocks").shape(), (std::vector<int64_t>{2, 4, 1, 16}));
-  EXPECT_NE(store.Get("model.layers.0.mlp.experts.gate_up_proj_blocks").file->find("model-00001-of-00001"),
+  EXPECT_NE(store.Get("model.layers.0.mlp.experts.gate_up_proj_blocks").file->find("model-00002-of-00002"),
             std::string::npos);
 
   // Same tensors, same order, a limit that splits them where the fixture does (72 + 136 bytes).
@@ -593,24 +593,24 @@ TEST(WeightStore, ShardedIndexErrors) {
 
   // A missing shard: the message names the index and the shard.
   edit_index([](nlohmann::json&) {});
-  fs::remove(model / "model-00001-of-00001.safetensors");
-  expect(index + ": shard 'model-00001-of-00001.safetensors' is missing");
+  fs::remove(model / "model-00002-of-00002.safetensors");
+  expect(index + ": shard 'model-00002-of-00002.safetensors' is missing");
 
   // A tensor in the index but not in its shard.
-  edit_index([](nlohmann::json& j) { j["weight_map"]["lm_head.weight"] = "model-00000-of-00001.safetensors"; });
-  expect("model-00000-of-00001.safetensors: tensor 'lm_head.weight' listed in " + index +
+  edit_index([](nlohmann::json& j) { j["weight_map"]["lm_head.weight"] = "model-00001-of-00002.safetensors"; });
+  expect("model-00001-of-00002.safetensors: tensor 'lm_head.weight' listed in " + index +
          " is missing from this shard");
 
   // A tensor in a shard but not in the index.
   edit_index([](nlohmann::json& j) { j["weight_map"].erase("model.layers.0.input_layernorm.weight"); });
-  expect("model-00000-of-00001.safetensors: tensor 'model.layers.0.input_layernorm.weight' is not listed in " + index);
+  expect("model-00001-of-00002.safetensors: tensor 'model.layers.0.input_layernorm.weight' is not listed in " + index);
 
   // The index assigns a tensor to the wrong shard.
   edit_index([](nlohmann::json& j) {
-    j["weight_map"]["model.layers.0.input_layernorm.weight"] = "model-00001-of-00001.safetensors";
+    j["weight_map"]["model.layers.0.input_layernorm.weight"] = "model-00002-of-00002.safetensors";
   });
-  expect("model-00000-of-00001.safetensors: tensor 'model.layers.0.input_layernorm.weight' is in this shard, but " +
-         index + " assigns it to 'model-00001-of-00001.safetensors'");
+  expect("model-00001-of-00002.safetensors: tensor 'model.layers.0.input_layernorm.weight' is in this shard, but " +
+         index + " assigns it to 'model-00002-of-00002.safetensors'");
 
   edit_index([](nlohmann::json& j) { j.erase("weight_map"); });
   expect("weight_map: missing");
@@ -621,8 +621,8 @@ TEST(WeightStore, ShardedIndexErrors) {
   edit_index([](nlohmann::json& j) { j["weight_map"]["model.embed_tokens.weight"] = 3; });
   expect("shard of tensor 'model.embed_tokens.weight' must be a string");
   edit_index(
-      [](nlohmann::json& j) { j["weight_map"]["model.embed_tokens.weight"] = "../model-00000-of-00001.safetensors"; });
-  expect("shard name '../model-00000-of-00001.safetensors' is not a file inside the model directory");
+      [](nlohmann::json& j) { j["weight_map"]["model.embed_tokens.weight"] = "../model-00001-of-00002.safetensors"; });
+  expect("shard name '../model-00001-of-00002.safetensors' is not a file inside the model directory");
   edit_index([](nlohmann::json& j) { j["weight_map"]["model.embed_tokens.weight"] = "/etc/passwd"; });
   expect("is not a file inside the model directory");
   edit_index([](nlohmann::json& j) { j = nlohmann::json::array(); });

@@ -315,7 +315,8 @@ TEST_F(TinyModel, ShardedWriteHoldsTheSameTensorsAndReplacesStaleFiles) {
   ASSERT_GE(r.weight_files.size(), 3u);
   for (size_t i = 0; i < r.weight_files.size(); ++i) {
     char expected[64];
-    std::snprintf(expected, sizeof(expected), "model-%05zu-of-%05zu.safetensors", i, r.weight_files.size() - 1);
+    std::snprintf(expected, sizeof(expected), "model-%05zu-of-%05zu.safetensors", i + 1,
+                  r.weight_files.size());
     EXPECT_EQ(r.weight_files[i], expected);
   }
   EXPECT_FALSE(fs::exists(dir + "/model-00000-of-00009.safetensors"));

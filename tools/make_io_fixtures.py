@@ -95,7 +95,7 @@ def write_sharded(directory):
     weight_map = {}
     total = 0
     for i, tensors in enumerate(shards):
-        name = "model-%05d-of-%05d.safetensors" % (i, len(shards) - 1)
+        name = "model-%05d-of-%05d.safetensors" % (i + 1, len(shards))  # as save_pretrained names them
         serialize_file(tensors, os.path.join(directory, name), metadata={"format": "pt"})
         for key, value in tensors.items():
             weight_map[key] = name

@@ -614,9 +614,11 @@ std::string BuildHeader(const std::string& path, const std::vector<TensorToWrite
   return out;
 }
 
+// Shard i (0-based) of count, named as transformers' save_pretrained names them: one-based,
+// model-00001-of-00003 .. model-00003-of-00003.
 std::string ShardName(size_t i, size_t count) {
   char name[64];
-  std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i, count - 1);
+  std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, count);
   return name;
 }
 

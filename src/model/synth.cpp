@@ -643,7 +643,7 @@ bool IsModelFile(const std::string& name) {
       name == "model.safetensors" || name == "model.safetensors.index.json") {
     return true;
   }
-  // model-00000-of-00002.safetensors
+  // model-00001-of-00003.safetensors
   return name.size() > 12 && name.rfind("model-", 0) == 0 &&
          name.compare(name.size() - 12, 12, ".safetensors") == 0;
 }

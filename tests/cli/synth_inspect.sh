@@ -50,7 +50,7 @@ S="$WORK/sharded"
 run_ok "synth sharded" "$BIN" synth --preset tiny --out "$S" --seed 3 --max-shard-bytes 20000000
 [ -s "$S/model.safetensors.index.json" ] || fail "sharded: no index"
 [ -e "$S/model.safetensors" ] && fail "sharded: unexpected single file"
-[ -s "$S/model-00000-of-00003.safetensors" ] || fail "sharded: first shard missing"
+[ -s "$S/model-00001-of-00004.safetensors" ] || fail "sharded: first shard missing"
 run_ok "inspect sharded" "$BIN" inspect -m "$S"
 expect_out "inspect sharded" "files: 4 "
 expect_out "inspect sharded" "validation: ok"

@@ -49,6 +49,14 @@ TEST(OpenAiApi, BadFieldsAre400sNamingTheField) {
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"temperature", 3}}), "400 temperature: 'temperature' 3 must lie in [0, 2]");
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"top_p", 0}}), "400 top_p: 'top_p' must be greater than 0");
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"max_tokens", 1.5}}), "400 max_tokens: 'max_tokens' must be an integer, not a number");
+  EXPECT_EQ(ErrorOf({{"messages", kHello}, {"n", 0.0}}), "400 n: 'n' 0 must lie in [1, 128]");  // integral floats are integers
+  // Integers past int64 are out of range, never converted (a float-to-int64 conversion of 1e37 is
+  // undefined behaviour: the fuzz target found it; its input is in tests/fuzz/corpus).
+  for (const json& huge : {json(1e37), json(-1e37), json(9223372036854775808.0), json(18446744073709551615ull)}) {
+    const std::string error = ErrorOf({{"messages", kHello}, {"max_tokens", huge}});
+    EXPECT_EQ(error.rfind("400 max_tokens: 'max_tokens' ", 0), 0u) << error;
+    EXPECT_NE(error.find(" must lie in ["), std::string::npos) << error;
+  }
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"stream_options", {{"include_usage", true}}}}),
             "400 stream_options: 'stream_options' is only allowed with 'stream': true");
   EXPECT_EQ(ErrorOf({{"messages", kHello}, {"response_format", {{"type", "yaml"}}}}),

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <string>
 
 #include "core/error.h"
 #include "io/json_util.h"
@@ -63,14 +66,32 @@ double Number(const json& body, const char* key, double fallback, double lo, dou
   return x;
 }
 
+// An integer-valued JSON number (2, 2.0, 2e3) within [lo, hi]. Values past int64 (unsigned ones
+// above 2^63 - 1, floats such as 1e37) are out of range, never converted: a float-to-integer
+// conversion of a value that does not fit is undefined behaviour.
 int64_t Integer(const json& body, const char* key, int64_t fallback, int64_t lo, int64_t hi) {
   const json* v = Field(body, key);
   if (!v) return fallback;
-  if (!v->is_number_integer() && !(v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>())))) {
+  auto out_of_range = [&](const std::string& shown) {
+    Bad(key, StrCat("'", key, "' ", shown, " must lie in [", lo, ", ", hi, "]"));
+  };
+  int64_t x = 0;
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) out_of_range(std::to_string(u));
+    x = static_cast<int64_t>(u);
+  } else if (v->is_number_integer()) {
+    x = v->get<int64_t>();
+  } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
+             std::trunc(v->get<double>()) == v->get<double>()) {
+    const double d = v->get<double>();
+    // [-2^63, 2^63): exactly the doubles that convert to int64_t.
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) out_of_range(StrCat(d));
+    x = static_cast<int64_t>(d);
+  } else {
     Bad(key, StrCat("'", key, "' must be an integer, not ", TypeName(*v)));
   }
-  const int64_t x = v->is_number_integer() ? v->get<int64_t>() : static_cast<int64_t>(v->get<double>());
-  if (x < lo || x > hi) Bad(key, StrCat("'", key, "' ", x, " must lie in [", lo, ", ", hi, "]"));
+  if (x < lo || x > hi) out_of_range(std::to_string(x));
   return x;
 }
 

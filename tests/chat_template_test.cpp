@@ -22,6 +22,7 @@
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_config.h"
+#include "scratch_dir.h"
 
 namespace tessera {
 namespace {
@@ -51,30 +52,9 @@ std::string TemplateText(std::string_view kind) { return ReadText(kTemplates + "
 std::string FamilyDir(const std::string& variant) { return kData + "/tokenizer/families/" + variant; }
 
 // A fresh directory under the system temporary directory, removed with the object.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = StrCat("tessera_chat_", ::getpid(), "_", info->name(), "_", tag);
-    std::replace(name.begin(), name.end(), '/', '_');  // parameterized tests are "Name/param"
-    path_ = fs::temp_directory_path() / name;
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
 // A model directory as the Hub ships it: the family's tokenizer.json and its
 // tokenizer_config.json with `edit` applied (e.g. the chat template set).
-void MakeModelDir(const TempDir& dir, const std::string& variant, const std::function<void(Json&)>& edit) {
+void MakeModelDir(const ScratchDir& dir, const std::string& variant, const std::function<void(Json&)>& edit) {
   fs::copy_file(FamilyDir(variant) + "/tokenizer.json", dir / "tokenizer.json");
   Json config = ParseOrderedJsonText(ReadText(FamilyDir(variant) + "/tokenizer_config.json"), "config");
   edit(config);
@@ -127,7 +107,7 @@ TEST_P(ChatGolden, MatchesTransformers) {
   const Json& meta = Goldens()["meta"]["templates"][kind];
   const std::string variant = meta["tokenizer"].get<std::string>();
   const std::string text = TemplateText(kind);
-  TempDir dir(kind);
+  ScratchDir dir(kind);
   MakeModelDir(dir, variant, [&](Json& config) { config["chat_template"] = text; });
   const ChatTemplate chat = ChatTemplate::FromModelDir(dir.str());
   EXPECT_EQ(chat.name(), kind);
@@ -252,13 +232,13 @@ TEST(ChatTemplate, DoesNotRecognizeNeighbours) {
 TEST(ChatTemplate, FromModelDirFindsTheTemplateAsTransformersDoes) {
   const std::string llama = TemplateText("llama3.1"), qwen = TemplateText("qwen2.5");
   {  // chat_template.jinja wins over tokenizer_config.json's entry.
-    TempDir dir("jinja");
+    ScratchDir dir("jinja");
     MakeModelDir(dir, "qwen2", [&](Json& config) { config["chat_template"] = llama; });
     WriteText(dir / "chat_template.jinja", qwen);
     EXPECT_EQ(ChatTemplate::FromModelDir(dir.str()).kind(), ChatTemplateKind::kQwen25);
   }
   {  // The list-of-named-templates form: the "default" entry.
-    TempDir dir("named");
+    ScratchDir dir("named");
     MakeModelDir(dir, "qwen2", [&](Json& config) {
       config["chat_template"] =
           Json::array({{{"name", "tool_use"}, {"template", llama}}, {{"name", "default"}, {"template", qwen}}});
@@ -266,7 +246,7 @@ TEST(ChatTemplate, FromModelDirFindsTheTemplateAsTransformersDoes) {
     EXPECT_EQ(ChatTemplate::FromModelDir(dir.str()).kind(), ChatTemplateKind::kQwen25);
   }
   {  // chat_template.json when the config has none.
-    TempDir dir("json");
+    ScratchDir dir("json");
     MakeModelDir(dir, "llama3", [](Json& config) { config.erase("chat_template"); });
     WriteText(dir / "chat_template.json", Json({{"chat_template", llama}}).dump());
     const ChatTemplate chat = ChatTemplate::FromModelDir(dir.str());
@@ -274,7 +254,7 @@ TEST(ChatTemplate, FromModelDirFindsTheTemplateAsTransformersDoes) {
     EXPECT_EQ(chat.bos_token(), "<|begin_of_text|>");  // from tokenizer_config.json
   }
   {  // BOS/EOS texts come from the config.
-    TempDir dir("tokens");
+    ScratchDir dir("tokens");
     MakeModelDir(dir, "mistral", [&](Json& config) {
       config["chat_template"] = TemplateText("mistral-v0.3");
       config["bos_token"] = {{"__type", "AddedToken"}, {"content", "<S>"}};
@@ -287,28 +267,28 @@ TEST(ChatTemplate, FromModelDirFindsTheTemplateAsTransformersDoes) {
 
 TEST(ChatTemplate, FromModelDirErrors) {
   {
-    TempDir dir("unknown");
+    ScratchDir dir("unknown");
     MakeModelDir(dir, "qwen2", [](Json& config) { config["chat_template"] = "{{ messages }}"; });
     const std::string message = ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); });
-    EXPECT_NE(message.find("unknown chat template in " + (dir / "tokenizer_config.json").string() +
+    EXPECT_NE(message.find("unknown chat template in " + (dir / "tokenizer_config.json") +
                            " (known: llama3.1, mistral-v0.3, qwen2.5, qwen3, deepseek-v2, deepseek-v3, deepseek-r1; use --raw"),
               std::string::npos)
         << message;
   }
   {
-    TempDir dir("missing");
+    ScratchDir dir("missing");
     MakeModelDir(dir, "qwen2", [](Json&) {});
     const std::string message = ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); });
     EXPECT_NE(message.find("no chat template"), std::string::npos) << message;
     EXPECT_NE(message.find("--raw"), std::string::npos) << message;
   }
   {
-    TempDir dir("empty");
+    ScratchDir dir("empty");
     EXPECT_NE(ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); }).find("no tokenizer_config.json"),
               std::string::npos);
   }
   {
-    TempDir dir("bad_json");
+    ScratchDir dir("bad_json");
     WriteText(dir / "tokenizer_config.json", "{\"chat_template\": 5}");
     EXPECT_NE(ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); }).find("\"chat_template\" must be a string"),
               std::string::npos);
@@ -426,7 +406,7 @@ TEST(TokenizerConfig, PostProcessorFollowsTheConfigLikeTransformers) {
   int checked = 0;
   for (const Json& c : Goldens()["tokenizer_config_cases"]) {
     const std::string variant = c["tokenizer"].get<std::string>();
-    TempDir dir(StrCat(variant, checked));
+    ScratchDir dir(StrCat(variant, checked));
     MakeModelDir(dir, variant, [&](Json& config) { config = c["tokenizer_config"]; });
     const Tokenizer tokenizer = Tokenizer::FromModelDir(dir.str());
     const Json& texts = c["texts"];
@@ -467,7 +447,7 @@ TEST(TokenizerConfig, ParsesTheReadKeys) {
 
 TEST(TokenizerConfig, ApplyConfigErrorsAndSpecialTokensMap) {
   {  // add_eos_token with an eos_token the tokenizer does not have.
-    TempDir dir("missing_eos");
+    ScratchDir dir("missing_eos");
     MakeModelDir(dir, "mistral", [](Json& config) {
       config["add_eos_token"] = true;
       config["eos_token"] = "<|nope|>";
@@ -476,13 +456,13 @@ TEST(TokenizerConfig, ApplyConfigErrorsAndSpecialTokensMap) {
     EXPECT_NE(message.find("eos_token \"<|nope|>\" is not a token of"), std::string::npos) << message;
   }
   {
-    TempDir dir("null_bos");
+    ScratchDir dir("null_bos");
     MakeModelDir(dir, "mistral", [](Json& config) { config["bos_token"] = nullptr; });
     EXPECT_NE(ErrorOf([&] { Tokenizer::FromModelDir(dir.str()); }).find("add_bos_token is true but bos_token is null"),
               std::string::npos);
   }
   {  // special_tokens_map.json overrides the config's tokens, as in transformers.
-    TempDir dir("map");
+    ScratchDir dir("map");
     MakeModelDir(dir, "mistral", [](Json& config) { config["add_eos_token"] = true; });
     WriteText(dir / "special_tokens_map.json", R"({"eos_token": {"content": "[/INST]", "lstrip": false}})");
     const Tokenizer tokenizer = Tokenizer::FromModelDir(dir.str());
@@ -490,7 +470,7 @@ TEST(TokenizerConfig, ApplyConfigErrorsAndSpecialTokensMap) {
     EXPECT_EQ(LoadTokenizerConfig(dir.str())->eos_token.content, "[/INST]");
   }
   {  // A file without the keys: the class defaults (<s> before, nothing after).
-    TempDir dir("defaults");
+    ScratchDir dir("defaults");
     WriteText(dir / "tokenizer_config.json", R"({"tokenizer_class": "LlamaTokenizer"})");
     fs::copy_file(FamilyDir("mistral") + "/tokenizer.json", dir / "tokenizer.json");
     EXPECT_EQ(Tokenizer::FromModelDir(dir.str()).EncodeWithTemplate(""), Ids{1});

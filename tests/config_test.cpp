@@ -16,6 +16,7 @@
 #include "core/mapped_file.h"
 #include "io/json_util.h"
 #include "test_util.h"
+#include "scratch_dir.h"
 
 namespace tessera {
 namespace {
@@ -40,24 +41,6 @@ json Gpt20bWith(const std::function<void(json&)>& edit) {
   edit(j);
   return j;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() / StrCat("tessera_cfg_", ::getpid(), "_", info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 void WriteText(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -410,7 +393,7 @@ TEST(ModelConfig, AwqSettingsAndLegacyQuantConfigJson) {
                     "quantization_config.bits: disagrees with quantization_config.w_bit");
 
   // AutoAWQ's quant_config.json next to a config.json without quantization_config.
-  TempDir dir;
+  ScratchDir dir;
   json plain = Gpt20bWith([](json& j) { j.erase("quantization_config"); });
   WriteText(dir.path() / "config.json", plain.dump());
   WriteText(dir.path() / "quant_config.json",
@@ -592,7 +575,7 @@ TEST(ModelConfigErrors, Validation) {
 }
 
 TEST(ModelConfigErrors, Files) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string config = (dir.path() / "config.json").string();
   EXPECT_NE(ErrorOf([&] { LoadModelConfig(dir.path().string()); }).find(config + ": cannot open"), std::string::npos);
   fs::create_directory(config);
@@ -604,7 +587,7 @@ TEST(ModelConfigErrors, Files) {
 
 // A hub-cache repository directory resolves to the snapshot refs/main names (ecosystem.md §4).
 TEST(ModelConfig, HubCacheRepositoryDirectory) {
-  TempDir dir;
+  ScratchDir dir;
   const fs::path repo = dir.path() / "models--openai--gpt-oss-20b";
   fs::create_directories(repo / "refs");
   fs::create_directories(repo / "snapshots" / "abc123");
@@ -640,7 +623,7 @@ TEST(GenerationConfig, GptOss) {
 }
 
 TEST(GenerationConfig, MissingFileGivesDefaultsAndSamplingFields) {
-  TempDir dir;
+  ScratchDir dir;
   const GenerationConfig d = LoadGenerationConfig(dir.path().string());
   EXPECT_TRUE(d.eos_token_ids.empty());
   EXPECT_FALSE(d.do_sample);
@@ -669,7 +652,7 @@ TEST(GenerationConfig, Errors) {
   expect(R"({"eos_token_id": [1, "2"]})", "gen.json: eos_token_id.1: must be an integer, got string \"2\"");
   expect(R"({"do_sample": "yes"})", "gen.json: do_sample: must be true or false, got string \"yes\"");
   expect("[]", "gen.json: top-level JSON value must be an object, got array");
-  TempDir dir;
+  ScratchDir dir;
   WriteText(dir.path() / "generation_config.json", "{");
   EXPECT_NE(ErrorOf([&] { LoadGenerationConfig(dir.path().string()); }).find("generation_config.json: invalid JSON"),
             std::string::npos);

@@ -27,6 +27,7 @@
 #include "gguf_convert.h"
 #include "golden_checks.h"
 #include "test_util.h"
+#include "scratch_dir.h"
 
 namespace tessera {
 namespace {
@@ -35,26 +36,6 @@ namespace fs = std::filesystem;
 
 const std::string kGoldens = std::string(TESSERA_TEST_DATA) + "/dense_golden/";
 const std::string kModels = std::string(TESSERA_SOURCE_DIR) + "/models/";
-
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& tag = "") {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = StrCat("tessera_gguf_", ::getpid(), "_", info->test_suite_name(), "_", info->name(), tag);
-    std::replace(name.begin(), name.end(), '/', '_');
-    path_ = fs::temp_directory_path() / name;
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 std::vector<float> PrefillLogits(const Model& model, const std::vector<int32_t>& ids) {
   KvCache cache(model.cache_config(), static_cast<int64_t>(ids.size()), KvType::kF32);

@@ -48,6 +48,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "test_util.h"
+#include "scratch_dir.h"
 
 namespace tessera {
 namespace {
@@ -292,19 +293,6 @@ ModelOptions FastOptions(DenseWeights dense, int64_t exact_layers) {
                       .record_router_logits = true};
 }
 
-class TempDir {
- public:
-  TempDir() : path_(::testing::TempDir() + "tessera_accuracy_sweep_" + std::to_string(::getpid())) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 std::string ShapeName(const SweepShape& s, uint64_t seed) {
   char buf[128];
   std::snprintf(buf, sizeof(buf), "h%lldi%lldL%lldq%lldkv%lldd%lldE%lldk%lldw%lldT%llds%llu",
@@ -387,7 +375,7 @@ void RunSweep(Family family, std::span<const Variant> variants, bool check_exact
   ASSERT_GT(seeds, 0u) << "TESSERA_ACCURACY_SWEEP must be a number of seeds";
   const bool custom = seeds != kSeeds;
   std::printf("%s checkpoints:\n", family == Family::kGoldenLike ? "golden-like" : "synth-init");
-  TempDir tmp;
+  ScratchDir tmp;
   const size_t kVariants = variants.size();
   std::vector<std::vector<Metrics>> results(kVariants);
   std::printf("| checkpoint | dense | exact layers | rel err | mean KL | top-1 | flips | first flip layer | "
@@ -396,7 +384,7 @@ void RunSweep(Family family, std::span<const Variant> variants, bool check_exact
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     for (const SweepShape& s : kShapes) {
       const std::string name = ShapeName(s, seed);
-      const std::string dir = tmp.path() + "/" + std::to_string(index++);
+      const std::string dir = tmp / std::to_string(index++);
       SynthOptions synth;
       synth.config_json = SweepConfig(s);
       synth.seed = seed * 1000 + static_cast<uint64_t>(index);  // every checkpoint its own weights
@@ -524,12 +512,12 @@ TEST(GptOssAccuracySweep, GoldenLikeCheckpoints) { RunSweep(Family::kGoldenLike,
 // its logits must equal the exact path's bit for bit (exact_layers takes the exact kernels, not
 // a look-alike).
 TEST(GptOssAccuracySweep, AllLayersExactIsTheExactPath) {
-  TempDir tmp;
+  ScratchDir tmp;
   const SweepShape& s = kShapes[2];
   SynthOptions synth;
   synth.config_json = SweepConfig(s);
   synth.seed = 7;
-  const std::string dir = tmp.path() + "/all_exact";
+  const std::string dir = tmp / "all_exact";
   WriteSyntheticModel(dir, synth);
   std::vector<int32_t> prompt(40);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 5) % kVocab);
@@ -542,10 +530,10 @@ TEST(GptOssAccuracySweep, AllLayersExactIsTheExactPath) {
 }
 
 TEST(GptOssAccuracySweep, ExactLayersOutsideTheModelAreRejected) {
-  TempDir tmp;
+  ScratchDir tmp;
   SynthOptions synth;
   synth.config_json = SweepConfig(kShapes[0]);
-  const std::string dir = tmp.path() + "/range";
+  const std::string dir = tmp / "range";
   WriteSyntheticModel(dir, synth);
   for (int64_t n : {int64_t{-1}, kShapes[0].layers + 1}) {
     try {

@@ -21,6 +21,7 @@
 #include "core/mapped_file.h"
 #include "io/json_util.h"
 #include "test_util.h"
+#include "scratch_dir.h"
 
 namespace tessera {
 namespace {
@@ -28,27 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kData = std::string(TESSERA_TEST_DATA) + "/io";
-
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        fs::temp_directory_path() / StrCat("tessera_st_", ::getpid(), "_", info->test_suite_name(), "_", info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 // Byte i of a pattern tensor, as tools/make_io_fixtures.py writes it.
 uint8_t PatternByte(size_t i, int seed) { return static_cast<uint8_t>((i * 7 + seed) & 0xff); }
@@ -109,7 +89,7 @@ const char* kAllDTypeNames[] = {"BOOL", "U8",  "I8",   "U16", "I16", "U32",     
 // ---- round trips -------------------------------------------------------------------------------
 
 TEST(SafetensorsRoundTrip, EveryDTypeScalarAndZeroSize) {
-  TempDir dir;
+  ScratchDir dir;
   std::vector<TensorToWrite> tensors;
   int seed = 0;
   for (const char* name : kAllDTypeNames) {
@@ -170,7 +150,7 @@ TEST(SafetensorsRoundTrip, EveryDTypeScalarAndZeroSize) {
 }
 
 TEST(SafetensorsRoundTrip, EmptyFileAndNoMetadata) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir / "empty.safetensors";
   WriteSafetensors(path, {});
   const auto bytes = ReadBytes(path);
@@ -181,7 +161,7 @@ TEST(SafetensorsRoundTrip, EmptyFileAndNoMetadata) {
 }
 
 TEST(SafetensorsRoundTrip, FillerCalledOncePerTensorInOrderWithItsSize) {
-  TempDir dir;
+  ScratchDir dir;
   std::vector<std::pair<std::string, size_t>> calls;
   auto recorder = [&calls](std::string name) {
     return [&calls, name](uint8_t* dst, size_t n) {
@@ -200,7 +180,7 @@ TEST(SafetensorsRoundTrip, FillerCalledOncePerTensorInOrderWithItsSize) {
 }
 
 TEST(SafetensorsRoundTrip, ShardedGreedyPackingAndIndex) {
-  TempDir dir;
+  ScratchDir dir;
   // Sizes in bytes: 40, 40, 40, 200 (larger than a shard), 8, 8.
   std::vector<TensorToWrite> tensors = {
       {"l0.a", DType::kF32, {10}, PatternFiller(1)}, {"l0.b", DType::kBF16, {20}, PatternFiller(2)},
@@ -236,7 +216,7 @@ TEST(SafetensorsRoundTrip, ShardedGreedyPackingAndIndex) {
 }
 
 TEST(SafetensorsRoundTrip, ShardedWritesOneFileWhenItFitsAndDropsAStaleIndex) {
-  TempDir dir;
+  ScratchDir dir;
   std::vector<TensorToWrite> tensors = {{"a", DType::kF32, {4}, PatternFiller(1)},
                                         {"b", DType::kU8, {3}, PatternFiller(2)}};
   WriteShardedSafetensors(dir.path().string(), tensors, 8);  // 19 bytes > 8: sharded
@@ -250,7 +230,7 @@ TEST(SafetensorsRoundTrip, ShardedWritesOneFileWhenItFitsAndDropsAStaleIndex) {
 }
 
 TEST(SafetensorsWriter, RejectsBadInputAndLeavesNothingBehind) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir / "bad.safetensors";
   auto expect = [&](const std::vector<TensorToWrite>& tensors, const std::string& substring) {
     const std::string msg = ErrorOf([&] { WriteSafetensors(path, tensors); });
@@ -343,7 +323,7 @@ TEST(SafetensorsInterop, ReadsFilesWrittenByPythonSafetensors) {
 // Rewriting the fixture's tensors in its header order gives the reference writer's exact bytes:
 // the same header JSON layout and padding, the same data layout.
 TEST(SafetensorsInterop, WriterIsByteIdenticalToPythonSafetensors) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string fixture = kData + "/interop.safetensors";
   const auto file = SafetensorsFile::Open(fixture);
   std::vector<TensorToWrite> tensors;
@@ -355,7 +335,7 @@ TEST(SafetensorsInterop, WriterIsByteIdenticalToPythonSafetensors) {
 }
 
 TEST(SafetensorsInterop, ShardedDirectoryMatchesTransformersLayout) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string fixture = kData + "/sharded";
   const auto store = WeightStore::Open(fixture);
   ASSERT_EQ(store.num_tensors(), 4u);
@@ -544,7 +524,7 @@ TEST(SafetensorsHeader, UntrustedNamesStayOnOneLine) {
 // ---- files and directories ------------------------------------------------------------------
 
 TEST(SafetensorsFiles, TruncatedFilesOnDisk) {
-  TempDir dir;
+  ScratchDir dir;
   const auto bytes = ReadBytes(kData + "/interop.safetensors");
   // Every cut point: inside the length, inside the header, inside the data.
   for (size_t cut = 0; cut < bytes.size(); cut += 7) {
@@ -566,7 +546,7 @@ void CopyShardedFixture(const fs::path& to) {
 }
 
 TEST(WeightStore, DirectoryErrors) {
-  TempDir dir;
+  ScratchDir dir;
   EXPECT_NE(ErrorOf([&] { WeightStore::Open(dir / "missing"); }).find("missing: no such file or directory"),
             std::string::npos);
   EXPECT_NE(ErrorOf([&] {
@@ -576,7 +556,7 @@ TEST(WeightStore, DirectoryErrors) {
 }
 
 TEST(WeightStore, ShardedIndexErrors) {
-  TempDir dir;
+  ScratchDir dir;
   const fs::path model = dir.path() / "model";
   const std::string index = (model / "model.safetensors.index.json").string();
   auto edit_index = [&](const std::function<void(nlohmann::json&)>& edit) {
@@ -635,7 +615,7 @@ TEST(WeightStore, ShardedIndexErrors) {
 }
 
 TEST(WeightStore, DuplicateTensorAcrossShards) {
-  TempDir dir;
+  ScratchDir dir;
   // Two shards that both hold "x"; the index assigns it to the first.
   WriteSafetensors(dir / "s0.safetensors", {{"x", DType::kU8, {1}, PatternFiller(1)}});
   WriteSafetensors(dir / "s1.safetensors",
@@ -648,7 +628,7 @@ TEST(WeightStore, DuplicateTensorAcrossShards) {
 
 // A Hugging Face hub cache: models--org--name/{refs/main, snapshots/<rev>/ -> ../../blobs/...}.
 TEST(WeightStore, HubCacheSnapshotsWithSymlinks) {
-  TempDir dir;
+  ScratchDir dir;
   const fs::path repo = dir.path() / "models--openai--tiny";
   const std::string rev = "0123456789abcdef0123456789abcdef01234567";
   fs::create_directories(repo / "blobs");

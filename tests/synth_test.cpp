@@ -28,29 +28,12 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "tokenizer/embedded_assets.h"
+#include "scratch_dir.h"
 
 namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tessera_synth_XXXXXX").string();
-    TESSERA_CHECK(mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 SynthResult Synth(const std::string& dir, const std::string& preset, uint64_t seed,
                   uint64_t max_shard_bytes = kGptOssMaxShardBytes, bool overwrite = false) {
@@ -92,18 +75,18 @@ Stats StatsOf(const std::vector<double>& x) {
 class TinyModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    result_ = new SynthResult(Synth(dir_->sub("tiny"), "tiny", 0));
+    dir_ = new ScratchDir();
+    result_ = new SynthResult(Synth(*dir_ / "tiny", "tiny", 0));
   }
   static void TearDownTestSuite() {
     delete result_;
     delete dir_;
   }
-  static std::string model() { return dir_->sub("tiny"); }
-  static TempDir* dir_;
+  static std::string model() { return *dir_ / "tiny"; }
+  static ScratchDir* dir_;
   static SynthResult* result_;
 };
-TempDir* TinyModel::dir_ = nullptr;
+ScratchDir* TinyModel::dir_ = nullptr;
 SynthResult* TinyModel::result_ = nullptr;
 
 TEST(SynthPresets, RealSizesEqualTheHubConfigFiles) {
@@ -281,15 +264,15 @@ TEST_F(TinyModel, ValuesArePlausible) {
 }
 
 TEST_F(TinyModel, SameSeedSameBytesAnyThreadCountOtherSeedDiffers) {
-  TempDir tmp;
+  ScratchDir tmp;
   SetGlobalThreadCount(1);
-  Synth(tmp.sub("again"), "tiny", 0);
+  Synth(tmp / "again", "tiny", 0);
   SetGlobalThreadCount(DefaultThreadCount());
-  EXPECT_TRUE(ReadFile(model() + "/model.safetensors") == ReadFile(tmp.sub("again") + "/model.safetensors"));
+  EXPECT_TRUE(ReadFile(model() + "/model.safetensors") == ReadFile((tmp / "again") + "/model.safetensors"));
 
-  Synth(tmp.sub("seed1"), "tiny", 1);
+  Synth(tmp / "seed1", "tiny", 1);
   const WeightStore a = WeightStore::Open(model());
-  const WeightStore b = WeightStore::Open(tmp.sub("seed1"));
+  const WeightStore b = WeightStore::Open(tmp / "seed1");
   for (const std::string& name : a.names()) {
     const TensorView x = a.Get(name), y = b.Get(name);
     ASSERT_EQ(x.nbytes(), y.nbytes());
@@ -298,8 +281,8 @@ TEST_F(TinyModel, SameSeedSameBytesAnyThreadCountOtherSeedDiffers) {
 }
 
 TEST_F(TinyModel, ShardedWriteHoldsTheSameTensorsAndReplacesStaleFiles) {
-  TempDir tmp;
-  const std::string dir = tmp.sub("sharded");
+  ScratchDir tmp;
+  const std::string dir = tmp / "sharded";
   fs::create_directories(dir);
   WriteFile(dir + "/model-00000-of-00009.safetensors", std::string("stale"));
   WriteFile(dir + "/notes.txt", std::string("kept"));
@@ -348,13 +331,13 @@ TEST_F(TinyModel, ShardedWriteHoldsTheSameTensorsAndReplacesStaleFiles) {
 }
 
 TEST(SynthErrors, OneLineErrorsBeforeWritingAnything) {
-  TempDir tmp;
+  ScratchDir tmp;
   // Far more than any disk: vocab 2^31 x hidden 32768 x 2 bytes x 2 matrices = 256 TiB.
   SynthOptions options;
   options.config_json = SynthPresetConfigJson("tiny");
   options.config_json["vocab_size"] = int64_t{1} << 31;
   options.config_json["hidden_size"] = 32768;
-  const std::string dir = tmp.sub("huge");
+  const std::string dir = tmp / "huge";
   try {
     WriteSyntheticModel(dir, options);
     ADD_FAILURE();
@@ -365,15 +348,15 @@ TEST(SynthErrors, OneLineErrorsBeforeWritingAnything) {
   }
   EXPECT_FALSE(fs::exists(dir));  // checked before anything is created
 
-  WriteFile(tmp.sub("file"), std::string("x"));
+  WriteFile(tmp / "file", std::string("x"));
   options.config_json = SynthPresetConfigJson("tiny");
-  EXPECT_THROW(WriteSyntheticModel(tmp.sub("file"), options), Error);
+  EXPECT_THROW(WriteSyntheticModel(tmp / "file", options), Error);
   options.max_shard_bytes = 0;
-  EXPECT_THROW(WriteSyntheticModel(tmp.sub("zero"), options), Error);
+  EXPECT_THROW(WriteSyntheticModel(tmp / "zero", options), Error);
   options.max_shard_bytes = kGptOssMaxShardBytes;
   options.config_json["intermediate_size"] = 100;  // not a multiple of the MXFP4 block
-  EXPECT_THROW(WriteSyntheticModel(tmp.sub("bad"), options), Error);
-  EXPECT_FALSE(fs::exists(tmp.sub("bad")));
+  EXPECT_THROW(WriteSyntheticModel(tmp / "bad", options), Error);
+  EXPECT_FALSE(fs::exists(tmp / "bad"));
 }
 
 }  // namespace

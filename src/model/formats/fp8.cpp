@@ -29,8 +29,8 @@ class Fp8Linear final : public LinearWeights {
     codes_ = ByteBuffer(stored_rows * k);
     GatherRows(source, false, k, codes_.data());
     scales_.resize(stored_rows * scale_cols_);
-    for (size_t r = 0; r < stored_rows; ++r) {
-      std::memcpy(&scales_[r * scale_cols_], source.row_scales[r], scale_cols_ * sizeof(float));
+    for (size_t r = 0; r < stored_rows && scale_cols_ > 0; ++r) {  // a shard may hold no columns
+      std::memcpy(scales_.data() + r * scale_cols_, source.row_scales[r], scale_cols_ * sizeof(float));
     }
     ReleaseSource(source);
     // e4m3fn has no infinities; 0x7f and 0xff are NaN, which no quantizer writes.

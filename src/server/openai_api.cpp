@@ -82,10 +82,9 @@ int64_t Integer(const json& body, const char* key, int64_t fallback, int64_t lo,
     x = static_cast<int64_t>(u);
   } else if (v->is_number_integer()) {
     x = v->get<int64_t>();
-  } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
-             std::trunc(v->get<double>()) == v->get<double>()) {
+  } else if (v->is_number_float() && std::trunc(v->get<double>()) == v->get<double>()) {  // NaN is not
     const double d = v->get<double>();
-    // [-2^63, 2^63): exactly the doubles that convert to int64_t.
+    // [-2^63, 2^63): exactly the doubles that convert to int64_t (infinities fall outside).
     if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) out_of_range(StrCat(d));
     x = static_cast<int64_t>(d);
   } else {

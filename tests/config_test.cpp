@@ -429,7 +429,7 @@ TEST(ModelConfigErrors, SyntaxAndTypes) {
   ExpectConfigError(Gpt20bWith([](json& j) { j["num_hidden_layers"] = -1; }),
                     "num_hidden_layers: must be positive, got -1");
   ExpectConfigError(Gpt20bWith([](json& j) { j["num_hidden_layers"] = 1000000000000; }),
-                    "num_hidden_layers: must be at most 65536");
+                    "num_hidden_layers: must be at most 1024, got 1000000000000");
   ExpectConfigError(Gpt20bWith([](json& j) { j["vocab_size"] = 9223372036854775808ULL; }), "vocab_size: out of range");
   ExpectConfigError(Gpt20bWith([](json& j) { j["sliding_window"] = 0; }), "sliding_window: must be positive, got 0");
   ExpectConfigError(Gpt20bWith([](json& j) { j["rms_norm_eps"] = "1e-5"; }),

@@ -332,11 +332,12 @@ TEST_F(TinyModel, ShardedWriteHoldsTheSameTensorsAndReplacesStaleFiles) {
 
 TEST(SynthErrors, OneLineErrorsBeforeWritingAnything) {
   ScratchDir tmp;
-  // Far more than any disk: vocab 2^31 x hidden 32768 x 2 bytes x 2 matrices = 256 TiB.
+  // Far more than any disk, inside the config budgets (io/model_limits.h): vocab 2^24 x hidden
+  // 2^20 x 2 bytes x 2 matrices = 64 TiB.
   SynthOptions options;
   options.config_json = SynthPresetConfigJson("tiny");
-  options.config_json["vocab_size"] = int64_t{1} << 31;
-  options.config_json["hidden_size"] = 32768;
+  options.config_json["vocab_size"] = int64_t{1} << 24;
+  options.config_json["hidden_size"] = int64_t{1} << 20;
   const std::string dir = tmp / "huge";
   try {
     WriteSyntheticModel(dir, options);

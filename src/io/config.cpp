@@ -21,6 +21,7 @@
 #include "io/gguf_tensors.h"
 #include "io/json_util.h"
 #include "io/model_dir.h"
+#include "io/model_limits.h"
 
 namespace tessera {
 namespace {
@@ -30,9 +31,15 @@ using json = nlohmann::json;
 
 // config.json files are a few KB; the bound only stops a wrong file from being read whole.
 constexpr size_t kMaxConfigBytes = 16u << 20;
-// Upper bound on num_hidden_layers: layer_types is derived with one entry per layer, so the
-// value must not drive an unbounded allocation.
-constexpr double kMaxLayers = 65536;
+// The budgets of io/model_limits.h as field limits: layer_types is derived with one entry per
+// layer, the tensor list with one entry per layer and expert, so no count may drive an unbounded
+// allocation.
+constexpr double kMaxLayers = kMaxConfigLayers;
+constexpr double kMaxExperts = kMaxConfigExperts;
+constexpr double kMaxHeads = kMaxConfigHeads;
+constexpr double kMaxVocab = kMaxConfigVocab;
+constexpr double kMaxWidth = kMaxConfigWidth;
+constexpr double kMaxContext = kMaxConfigContext;
 
 // ---- architectures -------------------------------------------------------------------------
 
@@ -542,7 +549,7 @@ const std::vector<Field<RopeScaling>>& RopeFields() {
     // "type" is the pre-4.40 spelling (DeepSeek-V3's config still uses it).
     f.push_back(Str("rope_type", &R::rope_type).Alias("type"));
     f.push_back(Num("factor", &R::factor).Positive().When([](const R& r) { return r.rope_type != "default"; }));
-    f.push_back(OptInt("original_max_position_embeddings", &R::original_max_position_embeddings).Positive());
+    f.push_back(OptInt("original_max_position_embeddings", &R::original_max_position_embeddings).Positive().Max(kMaxContext));
     f.push_back(Num("beta_fast", &R::beta_fast).When(is({"yarn"})));
     f.push_back(Num("beta_slow", &R::beta_slow).When(is({"yarn"})));
     // Absent means true (HF floors/ceils the YaRN correction range); gpt-oss writes false.
@@ -750,16 +757,16 @@ const std::vector<Field<ModelConfig>>& Fields() {
     f.push_back(std::move(type));
     f.push_back(StrList("architectures", &M::architectures));
     // Sizes (gpt-oss.md §1.1 for gpt_oss values).
-    f.push_back(Int("vocab_size", &M::vocab_size).Positive().Required(kKnownArchs));
-    f.push_back(Int("hidden_size", &M::hidden_size).Positive().Required(kKnownArchs));
-    f.push_back(Int("intermediate_size", &M::intermediate_size).Positive().Required(kKnownArchs));
+    f.push_back(Int("vocab_size", &M::vocab_size).Positive().Max(kMaxVocab).Required(kKnownArchs));
+    f.push_back(Int("hidden_size", &M::hidden_size).Positive().Max(kMaxWidth).Required(kKnownArchs));
+    f.push_back(Int("intermediate_size", &M::intermediate_size).Positive().Max(kMaxWidth).Required(kKnownArchs));
     f.push_back(Int("num_hidden_layers", &M::num_hidden_layers).Positive().Max(kMaxLayers).Required(kKnownArchs));
-    f.push_back(Int("num_attention_heads", &M::num_attention_heads).Positive().Required(kKnownArchs));
+    f.push_back(Int("num_attention_heads", &M::num_attention_heads).Positive().Max(kMaxHeads).Required(kKnownArchs));
     // Absent: num_attention_heads (derived after the walk).
-    f.push_back(Int("num_key_value_heads", &M::num_key_value_heads).Positive().Required(kGptOss));
+    f.push_back(Int("num_key_value_heads", &M::num_key_value_heads).Positive().Max(kMaxHeads).Required(kGptOss));
     // gpt_oss: 64, not 2880/64 = 45, so it must be read. Elsewhere derived when absent.
-    f.push_back(Int("head_dim", &M::head_dim).Positive().Required(kGptOss));
-    f.push_back(Int("max_position_embeddings", &M::max_position_embeddings).Positive().Required(kKnownArchs));
+    f.push_back(Int("head_dim", &M::head_dim).Positive().Max(kMaxWidth).Required(kGptOss));
+    f.push_back(Int("max_position_embeddings", &M::max_position_embeddings).Positive().Max(kMaxContext).Required(kKnownArchs));
     f.push_back(Num("rms_norm_eps", &M::rms_norm_eps).Positive().Default(1e-6).Required(kGptOss));
 
     // rope_scaling (transformers 4.x) or rope_parameters (v5); the latter also holds rope_theta,
@@ -797,14 +804,17 @@ const std::vector<Field<ModelConfig>>& Fields() {
     f.push_back(Str("hidden_act", &M::hidden_act).Default("silu"));
     // Qwen2/Qwen3 sliding window switches (dense-decoders.md §2.3): read by DeriveDefaults.
     f.push_back(SparseBool("use_sliding_window", &M::use_sliding_window).Default(false));
-    f.push_back(Int("max_window_layers", &M::max_window_layers).NonNegative());
+    f.push_back(Int("max_window_layers", &M::max_window_layers).NonNegative().Max(kMaxLayers));
 
     // layer_types: one entry per layer. Absent: derived after the walk.
     Field<M> layers;
     layers.key = "layer_types";
     layers.read = [](M& c, const json& v, const Ctx& ctx) {
       c.layer_types.clear();
-      for (size_t i = 0; i < ToArray(v, ctx).size(); ++i) {
+      if (ToArray(v, ctx).size() > static_cast<size_t>(kMaxConfigLayers)) {
+        ctx.Fail("has ", v.size(), " entries, more than the limit of ", kMaxConfigLayers, " layers");
+      }
+      for (size_t i = 0; i < v.size(); ++i) {
         const Ctx at = ctx.Child(StrCat(i));
         const std::string name = ToString(v[i], at);
         if (name == "sliding_attention") {
@@ -825,7 +835,7 @@ const std::vector<Field<ModelConfig>>& Fields() {
       return out;
     };
     f.push_back(std::move(layers));
-    f.push_back(OptInt("sliding_window", &M::sliding_window).Positive().Required(kGptOss));
+    f.push_back(OptInt("sliding_window", &M::sliding_window).Positive().Max(kMaxContext).Required(kGptOss));
 
     // Mixture of experts. DeepSeek-V3 spells the expert count n_routed_experts; gpt-oss repeats
     // num_experts_per_tok as the legacy experts_per_token.
@@ -835,18 +845,20 @@ const std::vector<Field<ModelConfig>>& Fields() {
                     .ArchKey(kDeepseek, "n_routed_experts")
                     .ArchKey(kQwen3Moe, "num_experts")
                     .NonNegative()
+                    .Max(kMaxExperts)
                     .Required(kGptOss | kQwen3Moe));
     f.push_back(Int("num_experts_per_tok", &M::num_experts_per_tok)
                     .Alias("experts_per_token")
                     .NonNegative()
+                    .Max(kMaxExperts)
                     .Required(kGptOss | kQwen3Moe));
     f.push_back(Num("swiglu_limit", &M::swiglu_limit).Positive().Required(kGptOss));
     // Qwen3-MoE (dense-decoders.md §2.5). norm_topk_prob is required rather than defaulted: the
     // class default (false) differs from what the released checkpoints set (true).
-    f.push_back(Int("moe_intermediate_size", &M::moe_intermediate_size).Positive().Required(kQwen3Moe));
+    f.push_back(Int("moe_intermediate_size", &M::moe_intermediate_size).Positive().Max(kMaxWidth).Required(kQwen3Moe));
     // DeepseekV3Config defaults it to true; V2's router never reads it (deepseek.md §5).
     f.push_back(SparseBool("norm_topk_prob", &M::norm_topk_prob).Default(false).ArchDefault(kDeepseekV3, true));
-    f.push_back(Int("decoder_sparse_step", &M::decoder_sparse_step).Positive());
+    f.push_back(Int("decoder_sparse_step", &M::decoder_sparse_step).Positive().Max(kMaxLayers));
     f.push_back(IntList("mlp_only_layers", &M::mlp_only_layers));
     f.push_back(Num("router_aux_loss_coef", &M::router_aux_loss_coef).NonNegative());
 
@@ -855,16 +867,16 @@ const std::vector<Field<ModelConfig>>& Fields() {
     // read with the class defaults when absent, as HF would. The sizes a model needs are checked
     // by ValidateModelConfig (a config read for its rope alone may lack them).
     const auto deepseek = [](const M& c) { return (ArchBit(c.model_type) & kDeepseek) != 0; };
-    f.push_back(OptInt("q_lora_rank", &M::q_lora_rank).Positive().When(deepseek));
-    f.push_back(Int("kv_lora_rank", &M::kv_lora_rank).Positive().When(deepseek));
-    f.push_back(Int("qk_nope_head_dim", &M::qk_nope_head_dim).Positive().When(deepseek));
-    f.push_back(Int("qk_rope_head_dim", &M::qk_rope_head_dim).Positive().When(deepseek));
-    f.push_back(Int("v_head_dim", &M::v_head_dim).Positive().When(deepseek));
-    f.push_back(Int("n_shared_experts", &M::n_shared_experts).NonNegative().When(deepseek));
-    f.push_back(Int("first_k_dense_replace", &M::first_k_dense_replace).NonNegative().When(deepseek));
-    f.push_back(Int("moe_layer_freq", &M::moe_layer_freq).Positive().Default(1).When(deepseek));
-    f.push_back(Int("n_group", &M::n_group).NonNegative().ArchDefault(kDeepseekV3, 8).When(deepseek));
-    f.push_back(Int("topk_group", &M::topk_group).NonNegative().ArchDefault(kDeepseekV3, 4).When(deepseek));
+    f.push_back(OptInt("q_lora_rank", &M::q_lora_rank).Positive().Max(kMaxWidth).When(deepseek));
+    f.push_back(Int("kv_lora_rank", &M::kv_lora_rank).Positive().Max(kMaxWidth).When(deepseek));
+    f.push_back(Int("qk_nope_head_dim", &M::qk_nope_head_dim).Positive().Max(kMaxWidth).When(deepseek));
+    f.push_back(Int("qk_rope_head_dim", &M::qk_rope_head_dim).Positive().Max(kMaxWidth).When(deepseek));
+    f.push_back(Int("v_head_dim", &M::v_head_dim).Positive().Max(kMaxWidth).When(deepseek));
+    f.push_back(Int("n_shared_experts", &M::n_shared_experts).NonNegative().Max(kMaxExperts).When(deepseek));
+    f.push_back(Int("first_k_dense_replace", &M::first_k_dense_replace).NonNegative().Max(kMaxLayers).When(deepseek));
+    f.push_back(Int("moe_layer_freq", &M::moe_layer_freq).Positive().Max(kMaxLayers).Default(1).When(deepseek));
+    f.push_back(Int("n_group", &M::n_group).NonNegative().Max(kMaxExperts).ArchDefault(kDeepseekV3, 8).When(deepseek));
+    f.push_back(Int("topk_group", &M::topk_group).NonNegative().Max(kMaxExperts).ArchDefault(kDeepseekV3, 4).When(deepseek));
     f.push_back(Str("topk_method", &M::topk_method).ArchDefault(kDeepseekV2, "greedy").ArchDefault(kDeepseekV3, "noaux_tc").When(deepseek));
     f.push_back(Num("routed_scaling_factor", &M::routed_scaling_factor)
                     .Positive()
@@ -998,7 +1010,11 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
 }
 
 ModelConfig LoadModelConfig(const std::string& dir) {
-  if (IsGgufPath(dir)) {
+  // A model is a directory or a GGUF file: anything else that exists is read as GGUF, so the
+  // GGUF reader names what it is ("not a GGUF file", "truncated GGUF file: 3 bytes") instead of a
+  // config.json looked for under a file ("x/config.json: Not a directory").
+  std::error_code exists_ec;
+  if (IsGgufPath(dir) || (fs::exists(dir, exists_ec) && !fs::is_directory(dir, exists_ec))) {
     const std::vector<std::unique_ptr<GgufFile>> set = OpenGgufSet(dir);
     return GgufModelConfig(*set.front(), set);
   }

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "core/error.h"
@@ -19,6 +21,16 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr uint64_t kMaxString = uint64_t{64} << 20;  // a chat template is tens of KB; no value is near this
 constexpr uint64_t kMaxName = 65536;                 // keys and tensor names
 constexpr uint32_t kMaxDims = 4;                     // GGML_MAX_DIMS
+// Budgets of the header (issue 44). The counts are also checked against the bytes left, but each
+// entry read costs more memory than its bytes in the file (a uint8 array element becomes a
+// uint64, a 13-byte key-value a ~100-byte entry), so they get fixed caps as well, far above what
+// converters write: ~50 keys, ~2,000 tensors (DeepSeek-V3), arrays of <= ~500k entries (the
+// token list and merges of a 262k vocabulary).
+constexpr uint64_t kMaxMetadata = 65536;
+constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
+constexpr uint64_t kMaxArray = uint64_t{1} << 22;
+// magic, version, tensor count, metadata count: the smallest file there is.
+constexpr size_t kFixedHeaderBytes = 24;
 
 // ggml.h ggml_type and ggml.c's type traits: block size and bytes per block.
 constexpr std::array kGgmlTypes = {
@@ -78,12 +90,14 @@ class Cursor {
     return out;
   }
 
-  // A count of elements at least `min_bytes` each: must fit in what remains.
-  uint64_t ReadCount(std::string_view what, uint64_t min_bytes) {
+  // A count of elements at least `min_bytes` each: must fit in what remains, and be at most
+  // `max_count` (checked second, so a count past the file is reported as such).
+  uint64_t ReadCount(std::string_view what, uint64_t min_bytes, uint64_t max_count) {
     const uint64_t count = Read<uint64_t>(what);
     if (min_bytes > 0 && count > remaining() / min_bytes) {
       Fail(source_, ": ", what, ": count ", count, " needs more bytes than the file has left (", remaining(), ")");
     }
+    if (count > max_count) Fail(source_, ": ", what, ": count ", count, " exceeds the limit of ", max_count);
     return count;
   }
 
@@ -153,7 +167,7 @@ GgufValue ReadValue(Cursor& in, const std::string& source, const std::string& ke
   if (!KnownType(element_id)) Fail(source, ": ", what, ": array element type ", element_id, " is not a GGUF type (0-12)");
   value.element = static_cast<GgufType>(element_id);
   if (value.element == GgufType::kArray) Fail(source, ": ", what, ": arrays of arrays are not supported");
-  const uint64_t count = in.ReadCount(what, MinBytes(value.element));
+  const uint64_t count = in.ReadCount(what, MinBytes(value.element), kMaxArray);
   switch (value.element) {
     case GgufType::kUint8: value.value = ReadElements<std::vector<uint64_t>>(in, count, ReadUnsigned<uint8_t>, what); break;
     case GgufType::kUint16: value.value = ReadElements<std::vector<uint64_t>>(in, count, ReadUnsigned<uint16_t>, what); break;
@@ -243,7 +257,15 @@ bool LooksLikeGguf(const uint8_t* data, size_t size) {
 
 GgufHeader ParseGgufHeader(const uint8_t* data, size_t size, const std::string& source) {
   Cursor in(data, size, source);
-  if (in.Read<uint32_t>("magic") != kMagic) Fail(source, ": not a GGUF file (the first four bytes are not 'GGUF')");
+  // A file too short for the fixed header is named as truncated when what it has is a GGUF
+  // start (an empty file included), rather than by the first field that runs out.
+  uint32_t magic = kMagic;
+  if (size > 0) std::memcpy(&magic, data, std::min<size_t>(size, 4));  // the bytes present; the rest stay 'GGUF'
+  if (magic != kMagic) Fail(source, ": not a GGUF file (the first four bytes are not 'GGUF')");
+  if (size < kFixedHeaderBytes) {
+    Fail(source, ": truncated GGUF file: ", size, " bytes, a header needs at least ", kFixedHeaderBytes);
+  }
+  in.Read<uint32_t>("magic");
   GgufHeader header;
   header.version = in.Read<uint32_t>("version");
   if (header.version == 1) Fail(source, ": GGUF version 1 is not supported (re-convert with a current llama.cpp)");
@@ -252,8 +274,8 @@ GgufHeader ParseGgufHeader(const uint8_t* data, size_t size, const std::string& 
   }
   if (header.version < 2 || header.version > 3) Fail(source, ": GGUF version ", header.version, " is not supported (2 and 3 are)");
   // The smallest tensor info is 8 (name length) + 4 + 8 + 4 + 8 bytes, the smallest KV 8 + 4 + 1.
-  const uint64_t tensor_count = in.ReadCount("tensor count", 32);
-  const uint64_t kv_count = in.ReadCount("metadata count", 13);
+  const uint64_t tensor_count = in.ReadCount("tensor count", 32, kMaxTensors);
+  const uint64_t kv_count = in.ReadCount("metadata count", 13, kMaxMetadata);
 
   std::unordered_map<std::string, size_t> seen;
   header.metadata.reserve(static_cast<size_t>(kv_count));
@@ -338,6 +360,14 @@ GgufHeader ParseGgufHeader(const uint8_t* data, size_t size, const std::string& 
 }
 
 bool IsGgufPath(const std::string& path) {
+  // A file named *.gguf is a GGUF file whatever it holds, so an empty, short or damaged one is
+  // reported by the GGUF reader ("x.gguf: truncated GGUF file: ...") rather than taken for a
+  // model directory ("x.gguf/config.json: Not a directory"). Anything but a directory counts,
+  // so that a FIFO is refused by MappedFile as not a regular file.
+  std::error_code ec;
+  if (path.ends_with(".gguf") && std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec)) {
+    return true;
+  }
   try {
     const MappedFile file(path);
     return LooksLikeGguf(file.data(), file.size());
@@ -389,8 +419,14 @@ uint64_t GgufFile::GetUint(std::string_view key) const {
 
 double GgufFile::GetFloat(std::string_view key) const {
   const GgufValue& v = Get(key);
-  if (v.type == GgufType::kFloat32 || v.type == GgufType::kFloat64) return std::get<double>(v.value);
-  Fail(path(), ": metadata ", Quote(key), " is a ", GgufTypeName(v.type), ", not a float");
+  if (v.type != GgufType::kFloat32 && v.type != GgufType::kFloat64) {
+    Fail(path(), ": metadata ", Quote(key), " is a ", GgufTypeName(v.type), ", not a float");
+  }
+  // Every reader wants a number: a NaN would otherwise reach a config as JSON null, i.e. as an
+  // absent key that quietly takes its default (issue 44).
+  const double value = std::get<double>(v.value);
+  if (!std::isfinite(value)) Fail(path(), ": metadata ", Quote(key), " is ", value, " (a finite number is required)");
+  return value;
 }
 
 bool GgufFile::GetBool(std::string_view key) const {

@@ -10,8 +10,8 @@
 // A string is u64 length + UTF-8 bytes (no terminator); an array is u32 element type + u64 count +
 // the elements (arrays of arrays are not used by any writer and are refused).
 //
-// Every count, length, dimension and offset is checked before it is used: strings and arrays may
-// not run past the file nor be larger than a fixed limit, element counts may not overflow, type
+// Every count, length, dimension and offset is checked before it is used: strings, arrays and the
+// key and tensor counts may not run past the file nor be larger than a fixed limit, element counts may not overflow, type
 // ids must name a ggml type whose block size divides ne[0], tensors must lie aligned inside the
 // data section without overlapping. A malformed file gives a one-line tessera::Error naming the
 // file and the field ("<path>: tensor 3 ('blk.0.attn_q.weight'): offset 96 is not a multiple of
@@ -87,7 +87,9 @@ GgufHeader ParseGgufHeader(const uint8_t* data, size_t size, const std::string& 
 
 // True when `data` starts with the GGUF magic (a file to read with GgufFile, not safetensors).
 bool LooksLikeGguf(const uint8_t* data, size_t size);
-bool IsGgufPath(const std::string& path);  // by the file's first four bytes; false if unreadable
+// True for an existing non-directory named *.gguf (whatever it holds: the reader then names what
+// is wrong with it), else by the file's first four bytes; false if unreadable.
+bool IsGgufPath(const std::string& path);
 
 class GgufFile {
  public:
@@ -109,7 +111,7 @@ class GgufFile {
   // the key. Integer getters accept any integer type whose value fits.
   std::string GetString(std::string_view key) const;
   uint64_t GetUint(std::string_view key) const;
-  double GetFloat(std::string_view key) const;  // float32 / float64
+  double GetFloat(std::string_view key) const;  // float32 / float64, finite (NaN and inf are refused)
   bool GetBool(std::string_view key) const;
   const std::vector<std::string>& GetStrings(std::string_view key) const;
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <charconv>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "core/error.h"
 #include "io/json_util.h"
+#include "io/model_limits.h"
 
 namespace tessera {
 namespace {
@@ -42,32 +44,81 @@ struct KeyRow {
   std::string_view hf;    // config.json key ("" = the row's experts_key)
   Kind kind;
   bool required;
+  int64_t max = 0;  // counts: the budget of io/model_limits.h, checked before the value is used
 };
 
 constexpr std::array kKeys = {
-    KeyRow{"block_count", "num_hidden_layers", Kind::kCount, true},
-    KeyRow{"embedding_length", "hidden_size", Kind::kCount, true},
-    KeyRow{"feed_forward_length", "intermediate_size", Kind::kCount, false},
-    KeyRow{"context_length", "max_position_embeddings", Kind::kCount, true},
-    KeyRow{"attention.head_count", "num_attention_heads", Kind::kCount, true},
-    KeyRow{"attention.head_count_kv", "num_key_value_heads", Kind::kCount, false},
-    KeyRow{"attention.key_length", "head_dim", Kind::kCount, false},
+    KeyRow{"block_count", "num_hidden_layers", Kind::kCount, true, kMaxConfigLayers},
+    KeyRow{"embedding_length", "hidden_size", Kind::kCount, true, kMaxConfigWidth},
+    KeyRow{"feed_forward_length", "intermediate_size", Kind::kCount, false, kMaxConfigWidth},
+    KeyRow{"context_length", "max_position_embeddings", Kind::kCount, true, kMaxConfigContext},
+    KeyRow{"attention.head_count", "num_attention_heads", Kind::kCount, true, kMaxConfigHeads},
+    KeyRow{"attention.head_count_kv", "num_key_value_heads", Kind::kCount, false, kMaxConfigHeads},
+    KeyRow{"attention.key_length", "head_dim", Kind::kCount, false, kMaxConfigWidth},
     KeyRow{"attention.layer_norm_rms_epsilon", "rms_norm_eps", Kind::kFloat, true},
     KeyRow{"rope.freq_base", "rope_theta", Kind::kFloat, false},
-    KeyRow{"attention.sliding_window", "sliding_window", Kind::kCount, false},
-    KeyRow{"expert_count", "", Kind::kCount, false},
-    KeyRow{"expert_used_count", "num_experts_per_tok", Kind::kCount, false},
-    KeyRow{"expert_feed_forward_length", "moe_intermediate_size", Kind::kCount, false},
+    KeyRow{"attention.sliding_window", "sliding_window", Kind::kCount, false, kMaxConfigContext},
+    KeyRow{"expert_count", "", Kind::kCount, false, kMaxConfigExperts},
+    KeyRow{"expert_used_count", "num_experts_per_tok", Kind::kCount, false, kMaxConfigExperts},
+    KeyRow{"expert_feed_forward_length", "moe_intermediate_size", Kind::kCount, false, kMaxConfigWidth},
     // DeepSeek (DeepseekV2Model.set_gguf_parameters).
-    KeyRow{"leading_dense_block_count", "first_k_dense_replace", Kind::kCount, false},
-    KeyRow{"attention.q_lora_rank", "q_lora_rank", Kind::kCount, false},
-    KeyRow{"attention.kv_lora_rank", "kv_lora_rank", Kind::kCount, false},
-    KeyRow{"rope.dimension_count", "qk_rope_head_dim", Kind::kCount, false},
-    KeyRow{"expert_shared_count", "n_shared_experts", Kind::kCount, false},
+    KeyRow{"leading_dense_block_count", "first_k_dense_replace", Kind::kCount, false, kMaxConfigLayers},
+    KeyRow{"attention.q_lora_rank", "q_lora_rank", Kind::kCount, false, kMaxConfigWidth},
+    KeyRow{"attention.kv_lora_rank", "kv_lora_rank", Kind::kCount, false, kMaxConfigWidth},
+    KeyRow{"rope.dimension_count", "qk_rope_head_dim", Kind::kCount, false, kMaxConfigWidth},
+    KeyRow{"expert_shared_count", "n_shared_experts", Kind::kCount, false, kMaxConfigExperts},
     KeyRow{"expert_weights_scale", "routed_scaling_factor", Kind::kFloat, false},
-    KeyRow{"expert_group_count", "n_group", Kind::kCount, false},
-    KeyRow{"expert_group_used_count", "topk_group", Kind::kCount, false},
+    KeyRow{"expert_group_count", "n_group", Kind::kCount, false, kMaxConfigExperts},
+    KeyRow{"expert_group_used_count", "topk_group", Kind::kCount, false, kMaxConfigExperts},
 };
+
+// A count of the metadata, at most `max` (issue 44: before anything is sized by it).
+uint64_t BoundedCount(const GgufFile& file, const std::string& key, int64_t max) {
+  const uint64_t value = file.GetUint(key);
+  if (value > static_cast<uint64_t>(max)) {
+    Fail(file.path(), ": metadata ", Quote(key), " is ", value, ", more than the limit of ", max);
+  }
+  return value;
+}
+
+// The layer index of a "blk.N." tensor name, or -1.
+int64_t BlockOf(std::string_view name) {
+  if (!name.starts_with("blk.")) return -1;
+  name.remove_prefix(4);
+  int64_t layer = -1;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), layer);
+  if (ec != std::errc() || end == name.data() || end == name.data() + name.size() || *end != '.') return -1;
+  return layer;
+}
+
+// The layer count against the tensors the set holds: no "blk.N." tensor may lie at or past it,
+// and a complete set (one file, or every split of a split set) must hold its last layer. A file
+// without per-layer tensors (metadata only) is held to the budget alone.
+void CheckLayerTensors(const GgufFile& file, const std::vector<std::unique_ptr<GgufFile>>& split, uint64_t layers) {
+  int64_t last = -1;
+  const GgufFile* last_file = nullptr;
+  const GgufTensorInfo* last_tensor = nullptr;
+  auto scan = [&](const GgufFile& f) {
+    for (const GgufTensorInfo& t : f.tensors()) {
+      const int64_t block = BlockOf(t.name);
+      if (block > last) last = block, last_file = &f, last_tensor = &t;
+    }
+  };
+  scan(file);
+  for (const auto& other : split) {
+    if (other.get() != &file) scan(*other);
+  }
+  if (last < 0) return;
+  const std::string key = StrCat(file.GetString("general.architecture"), ".block_count");
+  if (static_cast<uint64_t>(last) >= layers) {
+    Fail(last_file->path(), ": tensor ", Quote(last_tensor->name), " lies past the ", layers, " layers of metadata ", Quote(key));
+  }
+  const uint64_t splits = file.Find("split.count") != nullptr ? file.GetUint("split.count") : 1;
+  const bool complete = splits <= 1 || split.size() >= splits;
+  if (complete && static_cast<uint64_t>(last) + 1 < layers) {
+    Fail(file.path(), ": metadata ", Quote(key), " declares ", layers, " layers, but the tensors stop at layer ", last);
+  }
+}
 
 // A float32 metadata value as the shortest decimal that reads back to the same float (1e-05,
 // not 9.99999975e-06), as config.json spells it.
@@ -86,7 +137,7 @@ void DeepseekConfig(const GgufFile& file, nlohmann::json& c) {
   const std::string arch = "deepseek2.";
   auto count = [&](const std::string& key) -> std::optional<uint64_t> {
     if (file.Find(arch + key) == nullptr) return std::nullopt;
-    return file.GetUint(arch + key);
+    return BoundedCount(file, arch + key, kMaxConfigWidth);
   };
   const std::optional<uint64_t> rope = count("rope.dimension_count");
   const std::optional<uint64_t> key = count("attention.key_length_mla") ? count("attention.key_length_mla")
@@ -201,12 +252,13 @@ nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::uniqu
     }
     const std::string hf(k.hf.empty() ? row->experts_key : k.hf);
     if (hf.empty()) Fail(file.path(), ": metadata ", Quote(key), " on the dense architecture ", Quote(arch));
-    if (k.kind == Kind::kCount) c[hf] = file.GetUint(key);
+    if (k.kind == Kind::kCount) c[hf] = BoundedCount(file, key, k.max);
     else c[hf] = ShortestFloat(file.GetFloat(key));
   }
+  CheckLayerTensors(file, split, c["num_hidden_layers"].get<uint64_t>());
   // The vocabulary: <arch>.vocab_size, else the token list, else the embedding's rows.
   if (file.Find(arch + ".vocab_size") != nullptr) {
-    c["vocab_size"] = file.GetUint(arch + ".vocab_size");
+    c["vocab_size"] = BoundedCount(file, arch + ".vocab_size", kMaxConfigVocab);
   } else if (file.Find("tokenizer.ggml.tokens") != nullptr) {
     c["vocab_size"] = file.GetStrings("tokenizer.ggml.tokens").size();
   } else if (const GgufTensorInfo* embed = tensor("token_embd.weight").second; embed != nullptr && embed->ne.size() == 2) {
@@ -220,11 +272,15 @@ nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::uniqu
   if (const auto [freqs_file, freqs] = tensor("rope_freqs.weight"); freqs != nullptr) {
     // Llama 3 rope scaling: the converter stores only the per-pair divisors it computed.
     if (freqs->type->id != 0 || freqs->ne.size() != 1) Fail(file.path(), ": tensor 'rope_freqs.weight' must be F32 [pairs]");
-    std::vector<double> factors(freqs->ne[0]);
+    std::vector<double> factors(freqs->ne[0]);  // ne[0] floats the file holds
     double largest = 1.0;
     for (size_t i = 0; i < factors.size(); ++i) {
       float f;
       std::memcpy(&f, freqs_file->Data(*freqs) + 4 * i, 4);
+      // JSON has no NaN: it would reach the config as null, and the divisor be lost.
+      if (!std::isfinite(f)) {
+        Fail(freqs_file->path(), ": tensor 'rope_freqs.weight': entry ", i, " is ", f, " (a finite number is required)");
+      }
       factors[i] = f;
       largest = std::max(largest, factors[i]);
     }
@@ -240,7 +296,7 @@ nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::uniqu
     if (type != "yarn" && type != "linear") Fail(file.path(), ": metadata ", Quote(scaling_key), " is ", Quote(type), " (yarn, linear or none)");
     nlohmann::json rope = {{"rope_type", type}, {"factor", file.GetFloat(arch + ".rope.scaling.factor")}};
     if (const std::string orig = arch + ".rope.scaling.original_context_length"; file.Find(orig) != nullptr) {
-      rope["original_max_position_embeddings"] = file.GetUint(orig);
+      rope["original_max_position_embeddings"] = BoundedCount(file, orig, kMaxConfigContext);
     }
     if (arch == "gpt-oss") rope.update({{"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false}});
     c["rope_scaling"] = rope;

@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "io/ggml_quants.h"
 #include "io/json_util.h"
+#include "io/model_limits.h"
 
 namespace tessera {
 namespace fs = std::filesystem;
@@ -200,6 +201,10 @@ class Mapper {
 
   void SplitExperts(const GgufFile& file, const GgufTensorInfo& t, const std::string& prefix, const char* proj) {
     if (t.ne.size() != 3) Fail(file.path(), ": tensor ", Quote(t.name), " must have 3 dimensions [experts, out, in]");
+    // One tensor entry per expert: the count is held to the budget before the entries are made.
+    if (t.ne[2] > static_cast<uint64_t>(kMaxConfigExperts)) {
+      Fail(file.path(), ": tensor ", Quote(t.name), " holds ", t.ne[2], " experts, more than the limit of ", kMaxConfigExperts);
+    }
     const std::vector<int64_t> shape = t.shape();
     const uint64_t per_expert = t.nbytes / t.ne[2];
     for (int64_t e = 0; e < shape[0]; ++e) {

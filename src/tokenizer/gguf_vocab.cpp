@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -10,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/json_util.h"
+#include "tokenizer/utf8.h"
 
 namespace tessera {
 namespace {
@@ -77,6 +79,24 @@ constexpr std::array kPreRows = {
     PreRow{{"deepseek-llm"}, List(kDeepseekLlmRegexes), false, false},
     PreRow{{"deepseek-coder"}, List(kDeepseekCoderRegexes), false, false},
 };
+
+// Text of the metadata must be UTF-8: byte-level vocabularies spell bytes with characters and
+// SentencePiece ones spell them "<0xNN>", so no converter writes anything else, and ill-formed
+// text would only fail later inside the JSON library with no file named (issue 44). `what` names
+// the value ("token 17 of 'tokenizer.ggml.tokens'").
+void RequireUtf8(const GgufFile& file, std::string_view text, const std::string& what) {
+  const size_t bad = utf8::FindInvalid(text);
+  if (bad != text.size()) {
+    Fail(file.path(), ": ", what, " is not valid UTF-8 (byte ", bad, " of ", Quote(text, 60), ")");
+  }
+}
+
+// Every entry of a string array of the metadata, by index.
+void RequireUtf8(const GgufFile& file, const std::vector<std::string>& list, std::string_view key, std::string_view entry) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (utf8::FindInvalid(list[i]) != list[i].size()) RequireUtf8(file, list[i], StrCat(entry, " ", i, " of ", Quote(key)));
+  }
+}
 
 // Token types (gguf-py TokenType).
 constexpr int64_t kUnknown = 2, kControl = 3, kUserDefined = 4;
@@ -148,6 +168,7 @@ json GgufTokenizerJson(const GgufFile& file) {
   const std::string model = file.GetString("tokenizer.ggml.model");
   const std::vector<std::string>& tokens = file.GetStrings("tokenizer.ggml.tokens");
   if (tokens.empty()) Fail(file.path(), ": metadata 'tokenizer.ggml.tokens' is empty");
+  RequireUtf8(file, tokens, "tokenizer.ggml.tokens", "token");
   std::vector<int64_t> types(tokens.size(), 1);
   if (file.Find("tokenizer.ggml.token_type") != nullptr) types = ArrayOf<int64_t>(file, "tokenizer.ggml.token_type", tokens.size());
   const bool byte_level = model == "gpt2";
@@ -188,11 +209,17 @@ json GgufTokenizerJson(const GgufFile& file) {
 
   json merges = json::array();
   if (byte_level) {
-    for (const std::string& m : file.GetStrings("tokenizer.ggml.merges")) merges.push_back(m);
+    const std::vector<std::string>& lines = file.GetStrings("tokenizer.ggml.merges");
+    RequireUtf8(file, lines, "tokenizer.ggml.merges", "merge");
+    for (const std::string& m : lines) merges.push_back(m);
   } else {
     // transformers' SentencePiece extraction: every split of a token into two tokens, ranked by
     // the token's score (highest first), ties in vocabulary order of (left, right).
     const std::vector<double>& scores = ArrayOf<double>(file, "tokenizer.ggml.scores", tokens.size());
+    // The merge order sorts by score: a NaN would break the sort's ordering (undefined behaviour).
+    for (size_t id = 0; id < scores.size(); ++id) {
+      if (std::isnan(scores[id])) Fail(file.path(), ": metadata 'tokenizer.ggml.scores': score ", id, " is NaN");
+    }
     std::unordered_map<std::string_view, int64_t> ids;
     for (size_t id = 0; id < tokens.size(); ++id) ids.emplace(tokens[id], static_cast<int64_t>(id));
     struct Merge {
@@ -280,13 +307,17 @@ TokenizerConfig GgufTokenizerConfig(const GgufFile& file) {
     if (id >= tokens->size()) Fail(file.path(), ": metadata ", Quote(key), " = ", id, " is not a token");
     t.present = true;
     t.content = (*tokens)[id];
+    RequireUtf8(file, *t.content, StrCat("token ", id, " of 'tokenizer.ggml.tokens' (", key, ")"));
     return t;
   };
   config.bos_token = token("tokenizer.ggml.bos_token_id");
   config.eos_token = token("tokenizer.ggml.eos_token_id");
   if (file.Find("tokenizer.ggml.add_bos_token") != nullptr) config.add_bos_token = file.GetBool("tokenizer.ggml.add_bos_token");
   if (file.Find("tokenizer.ggml.add_eos_token") != nullptr) config.add_eos_token = file.GetBool("tokenizer.ggml.add_eos_token");
-  if (file.Find("tokenizer.chat_template") != nullptr) config.chat_template = file.GetString("tokenizer.chat_template");
+  if (file.Find("tokenizer.chat_template") != nullptr) {
+    config.chat_template = file.GetString("tokenizer.chat_template");
+    RequireUtf8(file, config.chat_template, "metadata 'tokenizer.chat_template'");
+  }
   return config;
 }
 

@@ -51,4 +51,28 @@ run_err "gguf: quantize" "tiny.gguf: a GGUF file; int4 quantization reads Huggin
 run_err "gguf: sparsify" "tiny.gguf: a GGUF file; sparsify reads Hugging Face checkpoint directories" \
   "$BIN" sparsify -m "$G" -o "$WORK/s"
 
+# Hostile files (issue 44). An empty or 3-byte .gguf file is a truncated GGUF file (it was looked
+# for as a directory: "x.gguf/config.json: Not a directory").
+: >"$WORK/empty.gguf"
+printf 'GGU' >"$WORK/three.gguf"
+run_err "empty gguf" "empty.gguf: truncated GGUF file: 0 bytes, a header needs at least 24" "$BIN" inspect -m "$WORK/empty.gguf"
+run_err "3-byte gguf" "three.gguf: truncated GGUF file: 3 bytes, a header needs at least 24" \
+  "$BIN" generate -m "$WORK/three.gguf" -p hi -n 1
+# A gpt-oss file of 2^40 layers: every command, inspect included, allocated until memory ran out.
+# Under a 2 GB address-space limit: inspect reports the config as not read, the others refuse.
+H="$WORK/layers.gguf"
+{
+  printf 'GGUF'; le 4 3; le 8 0; le 8 6
+  str general.architecture; le 4 8; str gpt-oss
+  str gpt-oss.block_count; le 4 10; le 8 $((1 << 40))
+  str gpt-oss.context_length; le 4 4; le 4 4096
+  str gpt-oss.embedding_length; le 4 4; le 4 2880
+  str gpt-oss.attention.head_count; le 4 4; le 4 64
+  str gpt-oss.attention.layer_norm_rms_epsilon; le 4 6; le 4 $((0x3727C5AC))   # float32 1e-5
+} >"$H"
+huge="layers.gguf: metadata 'gpt-oss.block_count' is 1099511627776, more than the limit of 1024"
+run_ok "inspect 2^40 layers" bash -c "ulimit -v 2000000; exec '$BIN' inspect -m '$H'"
+grep -qF "config: not read ($WORK/$huge)" "$WORK/out" || fail "inspect 2^40 layers: $(cat "$WORK/out")"
+run_err "generate 2^40 layers" "$huge" bash -c "ulimit -v 2000000; exec '$BIN' generate -m '$H' -p hi -n 1"
+
 finish "gguf"

@@ -209,6 +209,18 @@ TEST(GgufHeader, HostileFieldsAreNamed) {
     cases.push_back({"65 MB string", big.bytes, "exceeds the limit"});
   }
   cases.push_back({"value type", Raw().Header(3, 0, 1).Str("k").Put<uint32_t>(13).Put<uint64_t>(0).bytes, "value type 13 is not a GGUF type"});
+  // Budgets (issue 44): counts that fit the file but would each cost far more memory than their
+  // bytes (a uint8 element read as a uint64, a 13-byte key-value as a ~100-byte entry).
+  {
+    Raw many_keys = Raw().Header(3, 0, 65537);
+    many_keys.bytes.append(65537 * 13, '\0');
+    cases.push_back({"metadata budget", many_keys.bytes, "metadata count: count 65537 exceeds the limit of 65536"});
+    Raw long_array = Raw().Header(3, 0, 1).Str("k").Put<uint32_t>(9).Put<uint32_t>(0).Put<uint64_t>((uint64_t{1} << 22) + 1);
+    long_array.bytes.append((size_t{1} << 22) + 1, '\0');
+    cases.push_back({"array budget", long_array.bytes, "metadata 'k': count 4194305 exceeds the limit of 4194304"});
+  }
+  cases.push_back({"3 bytes", std::string("GGU"), "truncated GGUF file: 3 bytes, a header needs at least 24"});
+  cases.push_back({"empty", std::string(), "truncated GGUF file: 0 bytes, a header needs at least 24"});
   cases.push_back({"array count", Raw().Header(3, 0, 1).Str("k").Put<uint32_t>(9).Put<uint32_t>(4).Put<uint64_t>(1000).bytes,
                    "count 1000 needs more bytes"});
   cases.push_back({"nested array", Raw().Header(3, 0, 1).Str("k").Put<uint32_t>(9).Put<uint32_t>(9).Put<uint64_t>(0).bytes,

@@ -72,6 +72,30 @@ bool IsWeightFile(const std::string& name) {
   return EndsWith(name, ".safetensors") || EndsWith(name, ".safetensors.index.json");
 }
 
+// The files of the output directory a conversion of `dir` owns (replaces with overwrite): the
+// weights, config.json, and the names of the input's other regular files, which it copies.
+std::function<bool(const std::string&)> OwnedOutputFiles(const std::vector<std::string>& copied) {
+  return [&copied](const std::string& name) {
+    return IsWeightFile(name) || name == "config.json" || std::find(copied.begin(), copied.end(), name) != copied.end();
+  };
+}
+
+// The regular files of `dir` a conversion copies (all but config.json and the weights), sorted.
+std::vector<std::string> CopiedNames(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code entry_ec;  // a dangling symlink is neither a file nor a directory: skipped
+    if (!entry.is_directory(entry_ec) && entry.is_regular_file(entry_ec) && name != "config.json" && !IsWeightFile(name)) {
+      names.push_back(name);
+    }
+  }
+  if (ec) Fail(dir, ": cannot list directory: ", ec.message());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 void RequireDistinct(const std::string& in_dir, const std::string& out_dir) {
   std::error_code ec_in, ec_out, ec;
   const fs::path a = fs::weakly_canonical(in_dir, ec_in), b = fs::weakly_canonical(out_dir, ec_out);
@@ -85,18 +109,26 @@ void RequireDistinct(const std::string& in_dir, const std::string& out_dir) {
 
 void RequireDistinctDirs(const std::string& in_dir, const std::string& out_dir) { RequireDistinct(in_dir, out_dir); }
 
+void CheckConvertedOutputDir(const std::string& in_dir, const std::string& out_dir, bool overwrite) {
+  RequireDistinct(in_dir, out_dir);
+  // A missing input is the input loader's to report (it names what is missing).
+  std::error_code ec;
+  const std::vector<std::string> copied = fs::is_directory(in_dir, ec) ? CopiedNames(in_dir) : std::vector<std::string>();
+  PlanOutputDir(out_dir, overwrite, OwnedOutputFiles(copied));  // throws; changes nothing
+}
+
 void RefuseGguf(const std::string& in_dir, const std::string& what) {
   if (IsGgufPath(in_dir)) {
     Fail(in_dir, ": a GGUF file; ", what, " reads Hugging Face checkpoint directories (a GGUF file's own tensor types run as they are)");
   }
 }
 
-DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, const std::string& what,
-                                      bool gpt_oss_mxfp4) {
+DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, bool overwrite,
+                                      const std::string& what, bool gpt_oss_mxfp4) {
   DenseFamilyInput in;
   RefuseGguf(in_dir, what);
   in.dir = ResolveModelDir(in_dir);
-  RequireDistinctDirs(in.dir, out_dir);
+  CheckConvertedOutputDir(in.dir, out_dir, overwrite);
   in.config_path = in.dir + "/config.json";
   in.config = LoadModelConfig(in.dir);
   ValidateModelConfig(in.config, in.config_path);
@@ -219,10 +251,7 @@ ConvertedModel WriteConvertedModel(const std::string& dir, const std::string& ou
   // (weights, index, config.json and the copied names) are removed first, so no stale shard
   // survives next to a new index.
   RequireDistinct(dir, out_dir);
-  const std::vector<std::string>& copied = result.copied_files;
-  const OutputDirPlan plan = PlanOutputDir(out_dir, overwrite, [&](const std::string& name) {
-    return IsWeightFile(name) || name == "config.json" || std::find(copied.begin(), copied.end(), name) != copied.end();
-  });
+  const OutputDirPlan plan = PlanOutputDir(out_dir, overwrite, OwnedOutputFiles(result.copied_files));
   RequireDiskSpace(out_dir, result.output_bytes + copy_bytes + kMarginBytes, plan.stale_bytes, "the quantized model");
   plan.Apply();
 
@@ -247,7 +276,9 @@ QuantizeResult QuantizeCheckpoint(const std::string& in_dir, const std::string& 
   // ---- the input, checked completely before anything is written
   RefuseGguf(in_dir, "quantize");
   const std::string dir = ResolveModelDir(in_dir);
-  RequireDistinct(dir, out_dir);  // before anything else: --force must never touch the input
+  // Before anything else: --force must never touch the input, and a directory the output may not
+  // go to is refused before any tensor is read.
+  CheckConvertedOutputDir(dir, out_dir, options.overwrite);
   const std::string config_path = dir + "/config.json";
   const ModelConfig config = LoadModelConfig(dir);
   ValidateModelConfig(config, config_path);

@@ -84,19 +84,24 @@ ConvertedModel WriteConvertedModel(const std::string& dir, const std::string& ou
                                    const std::function<void(uint64_t, uint64_t)>& progress);
 // Throws a one-line error when out_dir is in_dir (also through links).
 void RequireDistinctDirs(const std::string& in_dir, const std::string& out_dir);
+// What WriteConvertedModel will check of `out_dir`, checked before any loading or calibration
+// (issue 44): distinct from `in_dir`, and absent, empty, or (with `overwrite`) a directory. Throws
+// a one-line error naming out_dir; changes nothing.
+void CheckConvertedOutputDir(const std::string& in_dir, const std::string& out_dir, bool overwrite);
 // One line for a GGUF input: the converters read checkpoint directories.
 void RefuseGguf(const std::string& in_dir, const std::string& what);
 
 // The input checks of the dense-family converters (int4 quantizers, sparsify): `in_dir`
-// resolved (hub caches through refs/main) and distinct from `out_dir`, its config loaded and
-// validated, gpt-oss ("`what` applies to the dense families") and quantized checkpoints refused.
+// resolved (hub caches through refs/main), `out_dir` checked first (CheckConvertedOutputDir), its
+// config loaded and validated, gpt-oss ("`what` applies to the dense families") and quantized
+// checkpoints refused.
 struct DenseFamilyInput {
   std::string dir, config_path;
   ModelConfig config;
 };
 // gpt_oss_mxfp4: also accept gpt-oss with its MXFP4 experts (sparsify prunes their codes).
-DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, const std::string& what,
-                                      bool gpt_oss_mxfp4 = false);
+DenseFamilyInput OpenDenseFamilyInput(const std::string& in_dir, const std::string& out_dir, bool overwrite,
+                                      const std::string& what, bool gpt_oss_mxfp4 = false);
 
 // The quantization_config of the Hugging Face gpt-oss checkpoints (gpt-oss.md §1.1).
 QuantizationConfig GptOssMxfp4QuantizationConfig();

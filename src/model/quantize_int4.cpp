@@ -349,7 +349,7 @@ TensorFiller Bytes(std::shared_ptr<std::vector<T>> data) {
 Int4QuantizeResult QuantizeToInt4(const std::string& in_dir, const std::string& out_dir,
                                   const Int4QuantizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const DenseFamilyInput input = OpenDenseFamilyInput(in_dir, out_dir, "int4 quantization");
+  const DenseFamilyInput input = OpenDenseFamilyInput(in_dir, out_dir, options.overwrite, "int4 quantization");
   const std::string& dir = input.dir;
   const std::string& config_path = input.config_path;
   const ModelConfig& config = input.config;

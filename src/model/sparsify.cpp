@@ -73,7 +73,7 @@ SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& 
   if (options.bitmask24 && (options.kept != 2 || options.group != 4)) {
     Fail("--format sparse-24-bitmask stores 2:4 only, not ", options.kept, ":", options.group);
   }
-  const DenseFamilyInput input = OpenDenseFamilyInput(in_dir, out_dir, "sparsify", /*gpt_oss_mxfp4=*/true);
+  const DenseFamilyInput input = OpenDenseFamilyInput(in_dir, out_dir, options.overwrite, "sparsify", /*gpt_oss_mxfp4=*/true);
   const bool selected_all = options.layers.empty() && options.attention && options.mlp;
   auto chosen = [&](const TensorSpec& spec, bool attention) {
     if (attention ? !options.attention : !options.mlp) return false;

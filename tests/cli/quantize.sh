@@ -50,4 +50,22 @@ run_err "awq without --calib" "--to awq needs calibration text (--calib FILE)" \
   "$BIN" quantize -m "$L" --to awq --out "$WORK/q7"
 [ -e "$WORK/q7" ] && fail "awq without --calib: output directory created"
 
+# The output directory is checked before any loading or calibration (issue 44): a non-empty one
+# is refused at once (awq calibrated for 11.5 s first) and left as it was.
+mkdir -p "$WORK/full"
+echo keep >"$WORK/full/notes.txt"
+head -c 100000 "$SRC/README.md" >"$WORK/calib.txt"
+start=$(date +%s%N)
+run_err "awq into a non-empty directory" "$WORK/full: directory is not empty" \
+  "$BIN" quantize -m "$L" --to awq --calib "$WORK/calib.txt" --out "$WORK/full"
+run_err "int4-rtn into a non-empty directory" "$WORK/full: directory is not empty" \
+  "$BIN" quantize -m "$L" --to int4-rtn --out "$WORK/full"
+run_err "sparsify into a non-empty directory" "$WORK/full: directory is not empty" \
+  "$BIN" sparsify -m "$L" --method wanda --calib "$WORK/calib.txt" -o "$WORK/full"
+run_err "output is a file" "$WORK/full/notes.txt: exists and is not a directory" \
+  "$BIN" quantize -m "$L" --to awq --calib "$WORK/calib.txt" --out "$WORK/full/notes.txt" --force
+elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+[ "$elapsed_ms" -lt 3000 ] || fail "refusing the output directory took $elapsed_ms ms"
+[ "$(ls "$WORK/full")" = "notes.txt" ] || fail "the refused output directory changed: $(ls "$WORK/full")"
+
 finish quantize

@@ -7,6 +7,10 @@
 //   detokenize --jsonl:   each line a JSON array of ids   -> each line a JSON string
 // In --jsonl mode each output line is written (and flushed) as soon as its input line is read,
 // so the commands can sit in a pipeline.
+#include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -48,6 +52,12 @@ class TokenizerHandle {
 
 std::string ReadAllStdin() {
   std::string data;
+  // A file's size is known: reserved, so the text is not copied by growth on the way (issue 44:
+  // memory a small constant per input byte). A pipe grows by doubling.
+  struct stat st;
+  if (::fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    data.reserve(static_cast<size_t>(st.st_size));
+  }
   char buffer[1 << 16];
   size_t got;
   while ((got = std::fread(buffer, 1, sizeof(buffer), stdin)) > 0) data.append(buffer, got);
@@ -111,12 +121,31 @@ void Write(const std::string& s) {
 void RunTokenize(const Options& opts) {
   const TokenizerHandle handle(opts.model);
   const Tokenizer& tokenizer = handle.get();
+  // Loading a tokenizer.json frees its parse buffers (~50 MB for o200k), which main's malloc
+  // settings would keep in the heap: given back, so that they do not add to what a long text
+  // takes.
+  ::malloc_trim(0);
   std::string out;
   if (!opts.jsonl) {
     const std::string text = ReadAllStdin();
     const size_t bad = utf8::FindInvalid(text);
     if (bad != text.size()) Fail("stdin: input is not valid UTF-8 (byte offset ", bad, ")");
-    AppendIds(tokenizer.Encode(text), out);
+    // One id per byte at most, but for what a normalizer adds (a "▁" prefix): reserved once, so
+    // the ids are not copied by growth (the pages become resident only as ids are written), and
+    // written out in 64 KB pieces rather than as one string of up to 8 bytes per id.
+    std::vector<int32_t> ids;
+    ids.reserve(text.size() + 1);
+    tokenizer.Encode(text, ids);
+    out = "[";
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) out += ',';
+      out += std::to_string(ids[i]);
+      if (out.size() >= (1u << 16)) {
+        Write(out);
+        out.clear();
+      }
+    }
+    out += "]\n";
     Write(out);
     return;
   }

@@ -203,9 +203,9 @@ void BpeModel::AddMerge(int32_t left, int32_t right, MergeRule rule) {
 
 const MergeRule* BpeModel::FindMerge(int32_t left, int32_t right) const { return merges_.Find(left, right); }
 
-// Short pieces: the same choice as the heap loop below (the mergeable adjacent pair of lowest
-// rank, leftmost on ties), found by scanning an array of pair ranks, which beats heap upkeep
-// when there are at most kSmallPiece symbols.
+// Short pieces: the same choice as MergeLoop below (the mergeable adjacent pair of lowest rank,
+// leftmost on ties), found by scanning an array of pair ranks, which beats tree upkeep when
+// there are at most kSmallPiece symbols.
 void BpeModel::MergeSmall(std::string_view piece, std::vector<int32_t>& out) const {
   constexpr int32_t kNoMerge = INT32_MAX;
   int32_t ids[kSmallPiece];
@@ -248,90 +248,164 @@ void BpeModel::MergeSmall(std::string_view piece, std::vector<int32_t>& out) con
 }
 
 namespace {
-// Min-heap on (rank, pos): std heaps are max-heaps, so the comparator is inverted. Entries
-// with equal (rank, pos) describe the same pair, so ties need no further order.
-struct Later {
-  bool operator()(const BpeScratch::Candidate& a, const BpeScratch::Candidate& b) const {
-    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+
+constexpr int32_t kNoRank = INT32_MAX;
+constexpr uint64_t kNoPair = ~uint64_t{0};
+constexpr int32_t kRankBlock = 16;  // ranks per leaf of the min-tree
+
+inline uint64_t RankKey(int32_t rank, int32_t start) {
+  return rank == kNoRank ? kNoPair : (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(start);
+}
+
+// The symbols of one piece laid out as BpeScratch describes, and the min-tree over their ranks.
+class SymbolRun {
+ public:
+  explicit SymbolRun(BpeScratch& scratch)
+      : ids_(scratch.ids.data()), ranks_(scratch.ranks.data()), tree_(scratch.tree),
+        n_(static_cast<int32_t>(scratch.ids.size())) {}
+
+  // Last index of the symbol starting at `s`.
+  int32_t EndOf(int32_t s) const {
+    const int32_t a = s + 1;
+    if (a >= n_ || ids_[a] >= 0) return s;  // one index: the next index starts a symbol
+    const int32_t j = -1 - ids_[a];
+    return j < a ? a : j;  // a link back to s: index a is the end; else it names the end
   }
+  // Start of the symbol after / before the one starting at `s`, or -1.
+  int32_t Next(int32_t s) const {
+    const int32_t e = EndOf(s) + 1;
+    return e < n_ ? e : -1;
+  }
+  int32_t Prev(int32_t s) const {
+    if (s == 0) return -1;
+    const int32_t v = ids_[s - 1];  // the previous symbol's end
+    return v >= 0 ? s - 1 : -1 - v;
+  }
+  int32_t Id(int32_t s) const { return ids_[s]; }
+
+  // The symbol at `s` absorbs the next one, [r, e], as token `id`.
+  void Join(int32_t s, int32_t r, int32_t e, int32_t id) {
+    ids_[s] = id;
+    ids_[r] = -1 - s;  // no longer a start (its slot is an interior or the end below)
+    if (s + 1 == e) {
+      ids_[e] = -1 - s;
+    } else {
+      ids_[s + 1] = -1 - e;
+      ids_[e] = -1 - s;
+    }
+  }
+
+  void BuildTree() {
+    leaves_ = (n_ + kRankBlock - 1) / kRankBlock;
+    tree_.assign(2 * static_cast<size_t>(leaves_), kNoPair);
+    for (int32_t b = 0; b < leaves_; ++b) tree_[leaves_ + b] = BlockMin(b);
+    for (int32_t i = leaves_ - 1; i >= 1; --i) tree_[i] = std::min(tree_[2 * i], tree_[2 * i + 1]);
+  }
+  // The lowest-ranked pair, leftmost on ties (kNoPair: none). Every node of the tree descends
+  // from node 1 (also when the leaf count is not a power of two), so it is the minimum of all.
+  uint64_t Top() const { return tree_[1]; }
+
+  void SetRank(int32_t s, int32_t rank) { ranks_[s] = rank; }
+  // Recomputes the leaf of index `s` and its ancestors, stopping where nothing changes.
+  void Refresh(int32_t s) {
+    const int32_t b = s / kRankBlock;
+    size_t i = static_cast<size_t>(leaves_ + b);
+    uint64_t value = BlockMin(b);
+    if (tree_[i] == value) return;
+    tree_[i] = value;
+    for (i >>= 1; i >= 1; i >>= 1) {
+      value = std::min(tree_[2 * i], tree_[2 * i + 1]);
+      if (tree_[i] == value) return;
+      tree_[i] = value;
+    }
+  }
+
+ private:
+  uint64_t BlockMin(int32_t b) const {
+    uint64_t best = kNoPair;
+    const auto end = static_cast<int32_t>(std::min<int64_t>(n_, (int64_t{b} + 1) * kRankBlock));
+    for (int32_t i = b * kRankBlock; i < end; ++i) best = std::min(best, RankKey(ranks_[i], i));
+    return best;
+  }
+
+  int32_t* ids_;
+  int32_t* ranks_;
+  std::vector<uint64_t>& tree_;
+  int32_t n_;
+  int32_t leaves_ = 0;
 };
+
 }  // namespace
 
-// Runs the merges of the symbols and heap in `scratch` (the heap holding the candidate pairs
-// of the initial symbols) and appends the resulting ids. Always inlined: out of line, the
-// compiler also stopped inlining the push_backs of Merge, the o200k hot path.
-[[gnu::always_inline]] inline void BpeModel::MergeLoop(BpeScratch& scratch, std::vector<int32_t>& out) const {
-  auto& symbols = scratch.symbols;
-  auto& heap = scratch.heap;
-  constexpr Later later{};
-  auto push = [&](int32_t pos) {
-    const int32_t next = symbols[pos].next;
-    if (next < 0) return;
-    if (const MergeRule* rule = FindMerge(symbols[pos].id, symbols[next].id)) {
-      heap.push_back({rule->rank, pos, rule->new_id, symbols[pos].id, symbols[next].id});
-      std::push_heap(heap.begin(), heap.end(), later);
-    }
-  };
+int32_t BpeModel::RankOf(int32_t left, int32_t right) const {
+  const MergeRule* rule = FindMerge(left, right);
+  return rule != nullptr ? rule->rank : kNoRank;
+}
 
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const BpeScratch::Candidate top = heap.back();
-    heap.pop_back();
-    BpeScratch::Symbol& left = symbols[top.pos];
-    if (!left.live || left.next < 0) continue;
-    // Stale candidate: the pair at `pos` changed since it was made (see bpe.h).
-    if (left.id != top.left_id || symbols[left.next].id != top.right_id) continue;
-    BpeScratch::Symbol& right = symbols[left.next];
-    left.id = top.new_id;
-    right.live = false;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = top.pos;
-    if (left.prev >= 0) push(left.prev);
-    push(top.pos);
+// Runs the merges of the symbols in `scratch` (ids and the ranks of their initial pairs set)
+// and appends the resulting ids. Each step merges the lowest-ranked pair, leftmost on ties, and
+// re-rates the two pairs the merge changed; a symbol's rank is only ever that of its current
+// pair, so the tree's minimum is HF's next merge.
+void BpeModel::MergeLoop(BpeScratch& scratch, std::vector<int32_t>& out) const {
+  SymbolRun run(scratch);
+  run.BuildTree();
+  for (uint64_t top = run.Top(); top != kNoPair; top = run.Top()) {
+    const auto s = static_cast<int32_t>(top & 0xffffffffu);
+    const int32_t r = run.Next(s);
+    TESSERA_CHECK(r >= 0);  // ranks[s] is exact: a symbol without a next one has no rank
+    const int32_t e = run.EndOf(r);
+    const MergeRule* rule = FindMerge(run.Id(s), run.Id(r));
+    TESSERA_CHECK(rule != nullptr);
+    run.Join(s, r, e, rule->new_id);
+    run.SetRank(r, kNoRank);
+    const int32_t next = run.Next(s);
+    run.SetRank(s, next >= 0 ? RankOf(rule->new_id, run.Id(next)) : kNoRank);
+    const int32_t prev = run.Prev(s);
+    if (prev >= 0) run.SetRank(prev, RankOf(run.Id(prev), rule->new_id));
+    run.Refresh(s);
+    if (r / kRankBlock != s / kRankBlock) run.Refresh(r);
+    if (prev >= 0 && prev / kRankBlock != s / kRankBlock) run.Refresh(prev);
   }
-  for (int32_t i = 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+  for (int32_t s = 0; s >= 0; s = run.Next(s)) out.push_back(run.Id(s));
 }
 
 void BpeModel::Merge(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const {
-  auto& symbols = scratch.symbols;
-  auto& heap = scratch.heap;
-  symbols.clear();
-  heap.clear();
-  for (unsigned char b : piece) {
-    const int32_t id = byte_ids_[b];
-    if (id < 0) continue;
-    const int32_t index = static_cast<int32_t>(symbols.size());
-    symbols.push_back({id, index - 1, index + 1, true});
-  }
-  if (symbols.empty()) return;
-  symbols.back().next = -1;
-  if (symbols.size() == 1) {
-    out.push_back(symbols[0].id);
+  // Kept bytes first (a byte without a one-byte token is dropped): short pieces, the common
+  // case, never touch the scratch buffers.
+  size_t kept = 0;
+  for (unsigned char b : piece) kept += byte_ids_[b] >= 0;
+  if (kept == 0) return;
+  if (kept == 1) {
+    for (unsigned char b : piece) {
+      if (byte_ids_[b] >= 0) out.push_back(byte_ids_[b]);
+    }
     return;
   }
-  if (symbols.size() <= kSmallPiece) {
+  if (kept <= kSmallPiece) {
     MergeSmall(piece, out);
     return;
   }
-
-  constexpr Later later{};
-  // Initial pairs are all byte pairs (the dropped bytes aside): no hashing needed.
-  {
-    int32_t pos = 0;
-    unsigned char prev_byte = 0;
-    bool have_prev = false;
-    for (unsigned char b : piece) {
-      if (byte_ids_[b] < 0) continue;
-      if (have_prev) {
-        const MergeRule& rule = byte_pairs_[(prev_byte << 8) | b];
-        if (rule.rank >= 0) heap.push_back({rule.rank, pos - 1, rule.new_id, byte_ids_[prev_byte], byte_ids_[b]});
-      }
-      prev_byte = b;
-      have_prev = true;
-      ++pos;
+  if (kept > static_cast<size_t>(INT32_MAX) - 1) Fail("a piece of ", kept, " bytes is too long to tokenize");
+  auto& ids = scratch.ids;
+  auto& ranks = scratch.ranks;
+  // Cleared first, so that growing allocates exactly `kept` (no doubling past it).
+  ids.clear();
+  ranks.clear();
+  ids.resize(kept);
+  ranks.resize(kept);
+  // Initial pairs are all byte pairs: no hashing needed.
+  size_t i = 0;
+  int prev_byte = -1;
+  for (unsigned char b : piece) {
+    if (byte_ids_[b] < 0) continue;
+    if (prev_byte >= 0) {
+      const int32_t rank = byte_pairs_[(prev_byte << 8) | b].rank;
+      ranks[i - 1] = rank >= 0 ? rank : kNoRank;
     }
-    std::make_heap(heap.begin(), heap.end(), later);
+    ids[i++] = byte_ids_[b];
+    prev_byte = b;
   }
+  ranks[kept - 1] = kNoRank;
   MergeLoop(scratch, out);
 }
 
@@ -347,14 +421,11 @@ void BpeModel::SetCharSymbols(int32_t unk_id, bool byte_fallback, bool fuse_unk)
 }
 
 void BpeModel::MergeChars(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const {
-  auto& symbols = scratch.symbols;
-  auto& heap = scratch.heap;
-  symbols.clear();
-  heap.clear();
-  const auto add = [&](int32_t id) {
-    const int32_t index = static_cast<int32_t>(symbols.size());
-    symbols.push_back({id, index - 1, index + 1, true});
-  };
+  if (piece.size() > static_cast<size_t>(INT32_MAX) - 1) Fail("a piece of ", piece.size(), " bytes is too long to tokenize");
+  auto& ids = scratch.ids;
+  ids.clear();
+  ids.reserve(piece.size());  // at most one symbol per byte: no growth by doubling
+  const auto add = [&](int32_t id) { ids.push_back(id); };
   // As HF's BPE::merge_word: a pending unknown is emitted before the next known character,
   // but not before byte-fallback tokens (HF `continue`s past the flush there), and at the end.
   bool unk_pending = false;
@@ -381,14 +452,12 @@ void BpeModel::MergeChars(std::string_view piece, BpeScratch& scratch, std::vect
     unk_pending = true;
   }
   if (unk_pending) add(unk_id_);
-  if (symbols.empty()) return;
-  symbols.back().next = -1;
-  for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-    if (const MergeRule* rule = FindMerge(symbols[i].id, symbols[i + 1].id)) {
-      heap.push_back({rule->rank, static_cast<int32_t>(i), rule->new_id, symbols[i].id, symbols[i + 1].id});
-    }
-  }
-  std::make_heap(heap.begin(), heap.end(), Later{});
+  if (ids.empty()) return;
+  auto& ranks = scratch.ranks;
+  ranks.clear();
+  ranks.resize(ids.size());
+  for (size_t i = 0; i + 1 < ids.size(); ++i) ranks[i] = RankOf(ids[i], ids[i + 1]);
+  ranks.back() = kNoRank;
   MergeLoop(scratch, out);
 }
 

@@ -91,23 +91,22 @@ class MergeTable {
   size_t size_ = 0;
 };
 
-// Reusable buffers for one thread's BPE merges.
+// Reusable buffers for one thread's BPE merges: about 9 bytes per initial symbol of the longest
+// piece merged (at most one symbol per byte), so that one huge piece (10 MB of one letter, or a
+// whole text under a model without pre-tokenizer) costs a small constant per input byte
+// (issue 44; the linked list and candidate heap this replaces took ~70 bytes per byte).
 struct BpeScratch {
-  struct Symbol {
-    int32_t id;
-    int32_t prev;  // index of the previous live symbol, -1 at the start
-    int32_t next;  // index of the next live symbol, -1 at the end
-    bool live;
-  };
-  struct Candidate {
-    int32_t rank;
-    int32_t pos;       // index of the left symbol
-    int32_t new_id;
-    int32_t left_id;   // the pair when the candidate was made
-    int32_t right_id;
-  };
-  std::vector<Symbol> symbols;
-  std::vector<Candidate> heap;
+  // Index i is the i-th initial symbol. A symbol covers the indices [start, end] of the initial
+  // symbols merged into it: ids[start] is its token id (>= 0); index start + 1 holds -1 - end and
+  // index end holds -1 - start (a two-index symbol's second index, being both, holds -1 - start),
+  // so that the next and previous symbols are found in O(1) without per-symbol pointers.
+  std::vector<int32_t> ids;
+  // ranks[start]: the rank of the merge of the symbol at `start` with the next one, or INT32_MAX
+  // (no merge, no next symbol, or not a start). Always exact: no stale entries to skip.
+  std::vector<int32_t> ranks;
+  // A min-tree over blocks of 16 ranks: tree[1] is the smallest (rank << 32 | start), i.e. the
+  // lowest-ranked pair, leftmost on ties; ~0 when nothing merges.
+  std::vector<uint64_t> tree;
 };
 
 // The vocabulary and merges of a byte-level BPE model.
@@ -127,11 +126,9 @@ class BpeModel {
   // Appends the ids for one pre-token `piece` (raw bytes) to `out`. Mirrors HF's
   // Word::merge_all: the initial symbols are the bytes (a byte without a one-byte token is
   // dropped, as HF does without unk token or byte fallback), then the adjacent pair of lowest
-  // rank is merged, leftmost first, using a min-heap of candidates re-validated when popped.
-  // HF re-validates a candidate by looking up the current pair and comparing the merged id;
-  // here the pair's ids are compared with those the candidate was made from. The two tests
-  // agree: symbols only grow by absorbing their whole right neighbour, so the pair at a
-  // position merges into the same token string (same span) only if it is the same pair.
+  // rank is merged, leftmost first. HF keeps a min-heap of candidates and skips the stale ones
+  // when popped; here every symbol's pair rank is kept exact and the minimum found in a tree
+  // over blocks of ranks (BpeScratch), which picks the same pair at every step.
   void Merge(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const;
 
   // Models whose vocabulary is spelled in UTF-8 rather than byte-level characters (converted
@@ -146,9 +143,10 @@ class BpeModel {
   void MergeChars(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const;
 
  private:
-  static constexpr size_t kSmallPiece = 48;  // symbols; longer pieces use the heap
+  static constexpr size_t kSmallPiece = 48;  // symbols; longer pieces use MergeLoop
   const MergeRule* FindMerge(int32_t left, int32_t right) const;
   void MergeSmall(std::string_view piece, std::vector<int32_t>& out) const;
+  int32_t RankOf(int32_t left, int32_t right) const;
   void MergeLoop(BpeScratch& scratch, std::vector<int32_t>& out) const;
 
   BytesToId vocab_;

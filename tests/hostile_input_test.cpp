@@ -28,6 +28,7 @@
 #include "io/gguf.h"
 #include "io/json_util.h"
 #include "io/safetensors.h"
+#include "model/model.h"
 #include "scratch_dir.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -240,6 +241,27 @@ TEST(HostileModelFiles, HugeConfigJsonCountsAreRefusedByName) {
   config["layer_types"] = std::vector<std::string>(2000, "full_attention");
   EXPECT_EQ(ErrorInBoundedChild([&] { ParseModelConfig(config.dump(), "config.json"); }),
             "config.json: layer_types: has 2000 entries, more than the limit of 1024 layers");
+}
+
+// A config.json inside every budget can still describe far more tensors than its weights hold:
+// 1024 layers of 4096 experts listed 12.6 million tensor specs and as many problems (7 GB, 75 s)
+// before saying that tensors were missing. The counts are checked against the stored tensors
+// first, by every reader (loading here; inspect and the converters call the same check).
+TEST(HostileModelFiles, ConfigCountsBeyondTheStoredTensorsAreRefusedFirst) {
+  const ScratchDir dir;
+  const std::string llama = std::string(TESSERA_SOURCE_DIR) + "/models/tiny-llama";
+  nlohmann::json config = nlohmann::json::parse(ReadFile(llama + "/config.json"));
+  config.update({{"model_type", "qwen3_moe"}, {"architectures", {"Qwen3MoeForCausalLM"}}, {"num_hidden_layers", 1024},
+                 {"num_experts", 4096}, {"num_experts_per_tok", 8}, {"moe_intermediate_size", 64},
+                 {"norm_topk_prob", true}});
+  WriteFile(dir / "config.json", config.dump());
+  std::filesystem::create_symlink(llama + "/model.safetensors", dir / "model.safetensors");
+  const size_t stored = WeightStore::Open(dir.str()).num_tensors();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ErrorInBoundedChild([&] { Model::Load(dir.str()); }),
+            StrCat(dir / "config.json", ": num_hidden_layers 1024 with 4096 experts needs more tensors than the ", stored,
+                   " of ", dir.str(), " (the config does not describe these weights)"));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
 }
 
 // A layer count is checked against the tensors the file holds: none may lie past it, and a

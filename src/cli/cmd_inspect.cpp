@@ -148,7 +148,10 @@ void RunInspect(const InspectArgs& args) {
   std::vector<TensorSpec> specs;
   // Every model_type ValidateModelConfig accepts has an architecture row (model/architecture.h).
   const bool described = config.has_value();
-  if (described) specs = ModelTensorSpecs(*config, config_path);
+  if (described) {
+    RequireTensorsForCounts(*config, store, config_path);  // before the specs are listed
+    specs = ModelTensorSpecs(*config, config_path);
+  }
   const std::optional<Int4Scheme> int4 = described ? Int4SchemeOf(*config, config_path) : std::nullopt;
   const std::optional<SparseScheme> sparse = described ? SparseSchemeOf(*config, config_path) : std::nullopt;
   // Modules the sparse scheme covers, as the tensor list names them (.weight or .compressed).

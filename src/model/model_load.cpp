@@ -65,6 +65,7 @@ std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& 
   if (const std::string blocker = LoadBlocker(c, config_path); !blocker.empty()) Fail(blocker);
   model->generation_config_ = LoadGenerationConfig(dir);
   model->store_ = WeightStore::Open(path);
+  RequireTensorsForCounts(c, model->store_, config_path);  // before the specs are listed
   const std::vector<TensorSpec> specs = ModelTensorSpecs(c, config_path);
   RequireNoProblems(CheckTensors(specs, model->store_, &c), dir);
   for (const TensorSpec& s : specs) {

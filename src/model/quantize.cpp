@@ -286,6 +286,7 @@ QuantizeResult QuantizeCheckpoint(const std::string& in_dir, const std::string& 
     Fail(config_path, ": the experts are already MXFP4 (quantization_config.quant_method is mxfp4)");
   }
   const WeightStore store = WeightStore::Open(dir);
+  RequireTensorsForCounts(config, store, config_path);
   RequireNoProblems(CheckTensors(ModelTensorSpecs(config, config_path), store), dir);
 
   ModelConfig out_config = config;

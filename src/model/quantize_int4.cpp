@@ -357,6 +357,7 @@ Int4QuantizeResult QuantizeToInt4(const std::string& in_dir, const std::string& 
     Fail("--group ", options.group_size, ": must be -1 or a positive multiple of 8");
   }
   const WeightStore store = WeightStore::Open(dir);
+  RequireTensorsForCounts(config, store, config_path);
   RequireNoProblems(CheckTensors(ModelTensorSpecs(config, config_path), store), dir);
 
   Int4Scheme scheme;

@@ -83,8 +83,9 @@ SparsifyResult SparsifyCheckpoint(const std::string& in_dir, const std::string& 
   const std::string& dir = input.dir;
   const std::string& config_path = input.config_path;
   const ModelConfig& config = input.config;
-  const std::vector<TensorSpec> specs = ModelTensorSpecs(config, config_path);
   const WeightStore store = WeightStore::Open(dir);
+  RequireTensorsForCounts(config, store, config_path);
+  const std::vector<TensorSpec> specs = ModelTensorSpecs(config, config_path);
   RequireNoProblems(CheckTensors(specs, store), dir);
 
   SparsifyResult result;

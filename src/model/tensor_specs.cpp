@@ -344,6 +344,26 @@ bool IgnoredCheckpointTensor(const ModelConfig& config, const std::string& name)
   return layer >= config.num_hidden_layers && layer < config.num_hidden_layers + mtp->get<int64_t>();
 }
 
+void RequireTensorsForCounts(const ModelConfig& config, const WeightStore& store, const std::string& source) {
+  const Architecture& arch = ArchitectureOf(config, source);
+  // The embedding, every layer's input_layernorm, and each expert's tensors of a MoE layer when
+  // experts are stored one by one (at least one tensor each). No list is built: the loop only
+  // counts, and stops as soon as the count passes what is stored.
+  const uint64_t stored = store.num_tensors();
+  uint64_t needed = 1;
+  for (int64_t l = 0; l < config.num_hidden_layers && needed <= stored; ++l) {
+    needed += 1;
+    if (arch.experts == ExpertLayout::kPerExpert && config.num_local_experts > 0 && PlanLayer(arch, config, l).moe) {
+      needed += static_cast<uint64_t>(config.num_local_experts);
+    }
+  }
+  if (needed > stored) {
+    Fail(source, ": num_hidden_layers ", config.num_hidden_layers,
+         config.num_local_experts > 0 ? StrCat(" with ", config.num_local_experts, " experts") : std::string(),
+         " needs more tensors than the ", stored, " of ", store.path(), " (the config does not describe these weights)");
+  }
+}
+
 std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs, const WeightStore& store,
                                         const ModelConfig* config) {
   std::vector<TensorInfo> stored;

@@ -142,6 +142,14 @@ struct TensorProblem {
 // F16 and F32: matrices are held in their stored format (linear.h), vectors widened to float32.
 bool DTypeFits(const TensorSpec& spec, DType stored);
 
+// Throws one line naming `source` when the layer and expert counts of `config` describe more
+// tensors than `store` holds at all, before ModelTensorSpecs lists them (issue 44: a 6 KB
+// config.json of 1024 layers of 4096 experts, inside the config budgets, made 12.6 million
+// specs and as many problems, 7 GB and 75 s, before saying that tensors were missing). The
+// count is a lower bound (one norm per layer, one tensor per expert of every MoE layer stored
+// per expert), so a config this refuses could never have passed CheckTensors.
+void RequireTensorsForCounts(const ModelConfig& config, const WeightStore& store, const std::string& source);
+
 // Compares stored tensors with the description. Problems are listed in description order
 // (missing, misshapen, wrong dtype), then unexpected tensors sorted by name.
 std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs,

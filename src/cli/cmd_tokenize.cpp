@@ -90,13 +90,32 @@ nlohmann::json ParseJson(std::string_view text, const std::string& where) {
   return ParseJsonText(text, where);
 }
 
-void AppendIds(const std::vector<int32_t>& ids, std::string& out) {
-  out += '[';
+void Write(const std::string& s) {
+  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) Fail("stdout: write error");
+}
+
+// Writes `ids` as one JSON array line in 64 KB pieces (not as one string of up to 8 bytes per id).
+void WriteIds(const std::vector<int32_t>& ids) {
+  std::string out = "[";
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i > 0) out += ',';
     out += std::to_string(ids[i]);
+    if (out.size() >= (1u << 16)) {
+      Write(out);
+      out.clear();
+    }
   }
   out += "]\n";
+  Write(out);
+}
+
+// Encodes `text` into `ids` (cleared). One id per byte at most, but for what a normalizer adds
+// (a "▁" prefix): reserved once, so the ids are not copied by growth (the pages become resident
+// only as ids are written).
+void EncodeInto(const Tokenizer& tokenizer, std::string_view text, std::vector<int32_t>& ids) {
+  ids.clear();
+  ids.reserve(text.size() + 1);
+  tokenizer.Encode(text, ids);
 }
 
 std::vector<int32_t> IdsFromJson(const nlohmann::json& value, const std::string& where) {
@@ -114,10 +133,6 @@ std::vector<int32_t> IdsFromJson(const nlohmann::json& value, const std::string&
   return ids;
 }
 
-void Write(const std::string& s) {
-  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) Fail("stdout: write error");
-}
-
 void RunTokenize(const Options& opts) {
   const TokenizerHandle handle(opts.model);
   const Tokenizer& tokenizer = handle.get();
@@ -125,37 +140,21 @@ void RunTokenize(const Options& opts) {
   // settings would keep in the heap: given back, so that they do not add to what a long text
   // takes.
   ::malloc_trim(0);
-  std::string out;
+  std::vector<int32_t> ids;
   if (!opts.jsonl) {
     const std::string text = ReadAllStdin();
     const size_t bad = utf8::FindInvalid(text);
     if (bad != text.size()) Fail("stdin: input is not valid UTF-8 (byte offset ", bad, ")");
-    // One id per byte at most, but for what a normalizer adds (a "▁" prefix): reserved once, so
-    // the ids are not copied by growth (the pages become resident only as ids are written), and
-    // written out in 64 KB pieces rather than as one string of up to 8 bytes per id.
-    std::vector<int32_t> ids;
-    ids.reserve(text.size() + 1);
-    tokenizer.Encode(text, ids);
-    out = "[";
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i > 0) out += ',';
-      out += std::to_string(ids[i]);
-      if (out.size() >= (1u << 16)) {
-        Write(out);
-        out.clear();
-      }
-    }
-    out += "]\n";
-    Write(out);
+    EncodeInto(tokenizer, text, ids);
+    WriteIds(ids);
     return;
   }
   ForEachStdinLine([&](std::string_view line, size_t number) {
     const std::string where = StrCat("stdin line ", number);
     const nlohmann::json value = ParseJson(line, where);
     if (!value.is_string()) Fail(where, ": expected a JSON string");
-    out.clear();
-    AppendIds(tokenizer.Encode(value.get_ref<const std::string&>()), out);
-    Write(out);
+    EncodeInto(tokenizer, value.get_ref<const std::string&>(), ids);
+    WriteIds(ids);
     std::fflush(stdout);
   });
 }

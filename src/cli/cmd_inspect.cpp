@@ -270,7 +270,8 @@ void RunInspect(const InspectArgs& args) {
     out["validation"] = {{"checked", described},
                          {"problems", jproblems},
                          {"loadable", described && problems.empty() && blocker.empty()}};
-    std::printf("%s\n", out.dump(2).c_str());
+    // A path is bytes, not necessarily UTF-8: replaced (U+FFFD) rather than failing the dump.
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("model: %s\n", path.c_str());
     if (config) {

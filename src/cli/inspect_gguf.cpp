@@ -124,7 +124,8 @@ void InspectGguf(const std::string& path, bool json) {
     } catch (const Error& e) {
       out["config_error"] = e.what();
     }
-    std::printf("%s\n", out.dump(2).c_str());
+    // A path is bytes, not necessarily UTF-8: replaced (U+FFFD) rather than failing the dump.
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     std::fflush(stdout);
     return;
   }

@@ -75,4 +75,11 @@ run_ok "inspect 2^40 layers" bash -c "ulimit -v 2000000; exec '$BIN' inspect -m 
 grep -qF "config: not read ($WORK/$huge)" "$WORK/out" || fail "inspect 2^40 layers: $(cat "$WORK/out")"
 run_err "generate 2^40 layers" "$huge" bash -c "ulimit -v 2000000; exec '$BIN' generate -m '$H' -p hi -n 1"
 
+# A path that is not UTF-8 is printed with U+FFFD by --json (it was nlohmann's type_error.316,
+# an internal error).
+cp "$G" "$WORK/"$'\xff'".gguf"
+run_ok "inspect --json of a non-UTF-8 path" "$BIN" inspect -m "$WORK/"$'\xff'".gguf" --json
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["path"].endswith("\ufffd.gguf"), r["path"]' "$WORK/out" ||
+  fail "inspect --json of a non-UTF-8 path: $(cat "$WORK/out")"
+
 finish "gguf"

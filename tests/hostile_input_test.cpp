@@ -299,6 +299,14 @@ TEST(HostileModelFiles, NonFiniteMetadataIsRefused) {
     EXPECT_EQ(ErrorOf([&] { LoadModelConfig(path); }),
               StrCat(path, ": metadata '", key, "' is ", static_cast<double>(value), " (a finite number is required)"));
   }
+  // JSON has no NaN or infinity; an overflowing number is invalid JSON, named with the file.
+  EXPECT_EQ(ErrorOf([] { ParseGenerationConfig(R"({"temperature": 1e999})", "generation_config.json"); }),
+            "generation_config.json: invalid JSON: number overflow parsing '1e999'");
+  EXPECT_EQ(ErrorOf([] { ParseModelConfig(R"({"rms_norm_eps": -1e400})", "config.json"); }),
+            "config.json: invalid JSON: number overflow parsing '-1e400'");
+  EXPECT_NE(ErrorOf([] { ParseGenerationConfig(R"({"top_p": NaN})", "generation_config.json"); })
+                .find("generation_config.json: invalid JSON"),
+            std::string::npos);
 }
 
 // A vocabulary token (or merge) that is not UTF-8: one line naming the file and the token's index

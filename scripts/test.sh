@@ -23,6 +23,6 @@ if [ "${1:-}" = "--sanitize" ]; then
   exit
 fi
 bash scripts/build.sh
-bash scripts/fuzz.sh --build-only  # the libFuzzer target the suite runs for 60 s (clang)
+bash scripts/fuzz.sh --build-only  # the libFuzzer targets the suite runs for 25-45 s each (clang)
 cd build
 ctest --output-on-failure -j"$jobs" --timeout 900

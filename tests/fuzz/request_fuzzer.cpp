@@ -6,19 +6,19 @@
 //
 // Built two ways:
 //   - with clang's libFuzzer (scripts/fuzz.sh, CMake option TESSERA_FUZZ): coverage-guided,
-//     with AddressSanitizer and UBSan; the suite runs it for 60 s from tests/fuzz/corpus;
-//   - in the ordinary build without libFuzzer: main() replays the corpus files given on the
-//     command line (a regression test of the seeds and of anything a fuzz run once found).
+//     with AddressSanitizer and UBSan; the suite runs it for 45 s from tests/fuzz/corpus/request;
+//   - in the ordinary build without libFuzzer: fuzz_main.h's main() replays the corpus files
+//     given on the command line (a regression test of the seeds and of anything a fuzz run once
+//     found).
 // A crash, a sanitizer report, or a reply that is not an HTTP response fails the run.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <string_view>
 
+#include "fuzz_main.h"
 #include "model/model.h"
 #include "server/batch_engine.h"
 #include "server/http_server.h"
@@ -74,24 +74,3 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(Shared().server->ProcessBytes(input));
   return 0;
 }
-
-#ifndef TESSERA_LIBFUZZER
-// Replays files: request_fuzzer FILE...
-int main(int argc, char** argv) {
-  int replayed = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::ifstream in(argv[i], std::ios::binary);
-    if (!in) {
-      std::fprintf(stderr, "request_fuzzer: cannot read %s\n", argv[i]);
-      return 2;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string bytes = ss.str();
-    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-    ++replayed;
-  }
-  std::printf("request_fuzzer: replayed %d input(s), no crash\n", replayed);
-  return 0;
-}
-#endif

@@ -564,8 +564,8 @@ bool SplitRegex::Find(std::string_view text, size_t start, size_t& begin, size_t
   // \s+(?!\S) takes it): 10 MB of spaces failed. The limit grows with the text still to match,
   // so such a match costs a few steps per byte, as in a backtracking engine without a limit.
   constexpr uint64_t kStepsPerByte = 8, kMinSteps = 10'000'000;
-  pcre2_set_match_limit(state.context,
-                        static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, std::max<uint64_t>(kMinSteps, kStepsPerByte * (text.size() - start)))));
+  const uint64_t steps = std::max<uint64_t>(kMinSteps, kStepsPerByte * (text.size() - start));
+  pcre2_set_match_limit(state.context, static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, steps)));
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   // The subject was validated once by the caller; PCRE2 need not re-check it per call.
   const int rc = code_->jit ? pcre2_jit_match(code_->code, subject, text.size(), start, 0, state.data, state.context)

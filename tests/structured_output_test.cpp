@@ -8,6 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+
 #include "chat_model_dir.h"
 #include "collect_tokens.h"
 
@@ -110,7 +116,10 @@ TEST(StructuredOutput, CompletionsFollowTheSchemaBesideUnconstrainedSequences) {
   ResponseFormat response;
   response.kind = ResponseFormat::kJsonSchema;
   response.schema = json::parse(kSchema);
-  const auto grammar = BuildReplyConstraint(format, response, nullptr);
+  // Compiled as the server compiles (in a child process, the grammar sent back serialized).
+  CompileLimits isolated;
+  isolated.isolate = true;
+  const auto grammar = BuildReplyConstraint(format, response, nullptr, isolated);
   ASSERT_TRUE(grammar);
   BatchEngineOptions options;
   options.slots = 4;
@@ -251,6 +260,158 @@ TEST(StructuredOutput, DeepseekForcedToolCallsParse) {
       }
     }
   }
+}
+
+// ---- budgets (issue 44) ---------------------------------------------------------------------
+
+// A schema of `n` integer properties; optional ones make the engine's work grow about cubically.
+json ManyProperties(int n, bool required, const std::string& tag = "") {
+  json props = json::object();
+  json names = json::array();
+  for (int i = 0; i < n; ++i) {
+    props["p" + std::to_string(i) + tag] = {{"type", "integer"}};
+    names.push_back("p" + std::to_string(i) + tag);
+  }
+  json schema = {{"type", "object"}, {"properties", props}};
+  if (required) schema["required"] = names;
+  return schema;
+}
+
+std::string BudgetError(const ResponseFormat& response, const std::vector<ToolDescription>& tools) {
+  try {
+    CheckStructuredBudget(response, tools);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(StructuredOutputBudget, SizesAreRefusedBeforeAnyWorkNamingTheLimit) {
+  ResponseFormat response;
+  response.kind = ResponseFormat::kJsonSchema;
+  response.schema = ManyProperties(static_cast<int>(kMaxSchemaProperties), true);
+  EXPECT_EQ(BudgetError(response, {}), "no error");
+  response.schema = ManyProperties(5000, false);
+  EXPECT_NE(BudgetError(response, {}).find("declare 5000 object properties; at most 2000"), std::string::npos);
+  json values = json::array();
+  for (int i = 0; i < 100000; ++i) values.push_back(i);
+  response.schema = {{"enum", values}};
+  EXPECT_NE(BudgetError(response, {}).find("list 100000 enum/const values; at most 4096"), std::string::npos);
+  response.schema = {{"type", "string"}, {"description", std::string(300000, 'd')}};
+  EXPECT_NE(BudgetError(response, {}).find("bytes; at most 262144"), std::string::npos);
+  // The tools' schemas count with the response's.
+  response.schema = ManyProperties(1500, true);
+  std::vector<ToolDescription> tools(2);
+  tools[0].name = "a";
+  tools[0].parameters = ManyProperties(600, true);
+  tools[1].name = "b";
+  EXPECT_NE(BudgetError(response, tools).find("declare 2100 object properties"), std::string::npos);
+  std::vector<ToolDescription> many(kMaxTools + 1);
+  EXPECT_NE(BudgetError(ResponseFormat{}, many).find("'tools' has 129 tools; at most 128"), std::string::npos);
+}
+
+class IsolatedCompile : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!GrammarVocabulary::Available()) return;
+    model_ = Model::Load(kLlama).release();
+    tokenizer_ = new Tokenizer(Tokenizer::FromModelDir(kLlama));
+    vocabulary_ = new GrammarVocabulary(*tokenizer_, model_->vocab_size());
+  }
+  void SetUp() override {
+    if (!GrammarVocabulary::Available()) GTEST_SKIP() << "this build has no grammar engine (scripts/setup_xgrammar.sh)";
+  }
+  static std::function<GrammarRecipe()> Recipe(const json& schema) {
+    return [text = DumpJson(schema)] { return GrammarRecipe{false, text, {0}}; };
+  }
+  // Compiles under `limits`; returns how long it took and the reason it was stopped (-1: it was not).
+  static std::pair<double, int> Stopped(const json& schema, const CompileLimits& limits) {
+    const auto start = std::chrono::steady_clock::now();
+    int reason = -1;
+    try {
+      vocabulary_->Compile(DumpJson(schema), Recipe(schema), limits);
+    } catch (const GrammarCompileStopped& e) {
+      reason = e.reason();
+    }
+    return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), reason};
+  }
+  static bool NoChildren() { return ::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD; }
+  static inline Model* model_ = nullptr;
+  static inline Tokenizer* tokenizer_ = nullptr;
+  static inline GrammarVocabulary* vocabulary_ = nullptr;
+};
+
+TEST_F(IsolatedCompile, TheDeadlineStopsACompileThatWouldRunForMinutes) {
+  CompileLimits limits;
+  limits.isolate = true;
+  limits.seconds = 0.5;
+  const auto [seconds, reason] = Stopped(ManyProperties(1800, false, "d"), limits);
+  EXPECT_EQ(reason, GrammarCompileStopped::kDeadline);
+  EXPECT_GE(seconds, 0.5);
+  EXPECT_LT(seconds, 1.5);
+  EXPECT_TRUE(NoChildren());  // the child was killed and reaped
+}
+
+TEST_F(IsolatedCompile, CancellationStopsItWithinAPoll) {
+  CompileLimits limits;
+  limits.isolate = true;
+  limits.seconds = 60;
+  const auto start = std::chrono::steady_clock::now();
+  limits.cancelled = [start] { return std::chrono::steady_clock::now() - start > std::chrono::milliseconds(200); };
+  const auto [seconds, reason] = Stopped(ManyProperties(1800, false, "c"), limits);
+  EXPECT_EQ(reason, GrammarCompileStopped::kCancelled);
+  EXPECT_LT(seconds, 0.2 + 0.3);
+  EXPECT_TRUE(NoChildren());
+}
+
+TEST_F(IsolatedCompile, TheHeapCapStopsAGrammarThatNeedsMore) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "RLIMIT_DATA is not applied under AddressSanitizer";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "RLIMIT_DATA is not applied under AddressSanitizer";
+#endif
+#endif
+  CompileLimits limits;
+  limits.isolate = true;
+  limits.seconds = 60;
+  limits.memory_bytes = size_t{16} << 20;
+  const auto [seconds, reason] = Stopped(ManyProperties(1800, false, "m"), limits);
+  EXPECT_EQ(reason, GrammarCompileStopped::kMemory);
+  EXPECT_LT(seconds, 30);
+}
+
+TEST_F(IsolatedCompile, ErrorsComeBackAndResultsAreCachedWithinTheirBytes) {
+  CompileLimits limits;
+  limits.isolate = true;
+  // The recipe's own error, thrown in the child, reaches the caller with its message.
+  try {
+    vocabulary_->Compile("bad", [] () -> GrammarRecipe { Fail("no such tool token"); }, limits);
+    ADD_FAILURE() << "no error";
+  } catch (const GrammarCompileStopped&) {
+    ADD_FAILURE() << "stopped";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "no such tool token");
+  }
+  // The engine's error too.
+  EXPECT_THROW(vocabulary_->Compile("bad2", Recipe({{"type", "no-such-type"}}), limits), Error);
+  vocabulary_->SetCacheBytes(size_t{256} << 20);
+  const auto first = vocabulary_->Compile("k1", Recipe(ManyProperties(20, true, "k")), limits);
+  EXPECT_EQ(vocabulary_->Compile("k1", Recipe(ManyProperties(20, true, "k")), limits), first);  // a cache hit
+  const size_t one = vocabulary_->cache_bytes();
+  EXPECT_GT(one, 0u);
+  for (int i = 0; i < 8; ++i) {
+    vocabulary_->Compile("n" + std::to_string(i), Recipe(ManyProperties(20, true, std::to_string(i))), limits);
+  }
+  EXPECT_GT(vocabulary_->cache_entries(), 2u);
+  vocabulary_->SetCacheBytes(one * 2 + one / 2);  // room for two
+  EXPECT_LE(vocabulary_->cache_bytes(), one * 2 + one / 2);
+  EXPECT_EQ(vocabulary_->cache_entries(), 2u);
+  EXPECT_NE(vocabulary_->Compile("k1", Recipe(ManyProperties(20, true, "k")), limits), first);  // evicted, compiled again
+  vocabulary_->SetCacheBytes(0);
+  EXPECT_EQ(vocabulary_->cache_entries(), 0u);
+  vocabulary_->SetCacheBytes(size_t{256} << 20);
 }
 
 }  // namespace

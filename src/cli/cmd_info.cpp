@@ -6,6 +6,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/grammar.h"
 #include "kernels/kernels.h"
 #include "model/architecture.h"
 #include "model/linear.h"
@@ -44,6 +45,7 @@ void RegisterInfo(CLI::App& app) {
       formats += StrCat(formats.empty() ? "" : ", ", LinearFormatName(f));
     }
     std::printf("weight formats: %s\n", formats.c_str());
+    std::printf("structured outputs: %s\n", GrammarVocabulary::Available() ? "yes (xgrammar)" : "no (scripts/setup_xgrammar.sh)");
   });
 }
 

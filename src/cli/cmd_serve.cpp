@@ -36,6 +36,9 @@ struct ServeArgs {
   int64_t max_body_mib = 16;
   int timeout = 60;
   std::string cors;
+  double grammar_timeout = 10.0;
+  int64_t grammar_memory_mib = 1024;
+  int64_t grammar_cache_mib = 256;
   float temperature = -1.0f, top_p = -1.0f, min_p = -1.0f;
   int64_t top_k = -1;
   ModelArgs model_args;
@@ -48,6 +51,15 @@ void RunServe(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) Fail("serve: --port ", a.port, " must lie in [0, 65535]");
   if (a.max_body_mib < 1) Fail("serve: --max-body ", a.max_body_mib, " MiB must be at least 1");
   if (a.timeout < 1) Fail("serve: --timeout ", a.timeout, " must be at least 1 second");
+  if (!(a.grammar_timeout > 0 && a.grammar_timeout <= 3600)) {
+    Fail("serve: --grammar-timeout ", a.grammar_timeout, " must lie in (0, 3600] seconds");
+  }
+  if (a.grammar_memory_mib < 16 || a.grammar_memory_mib > (int64_t{1} << 20)) {
+    Fail("serve: --grammar-memory ", a.grammar_memory_mib, " MiB must lie in [16, 1048576]");
+  }
+  if (a.grammar_cache_mib < 0 || a.grammar_cache_mib > (int64_t{1} << 20)) {
+    Fail("serve: --grammar-cache ", a.grammar_cache_mib, " MiB must lie in [0, 1048576]");
+  }
   if (!a.cors.empty() && a.cors != "*" && a.cors.find("://") == std::string::npos) {
     Fail("serve: --cors ", Quote(a.cors), " must be * or an origin such as http://localhost:3000");
   }
@@ -89,6 +101,9 @@ void RunServe(const ServeArgs& a) {
   so.max_body_bytes = static_cast<size_t>(a.max_body_mib) << 20;
   so.timeout_seconds = a.timeout;
   so.cors_origin = a.cors;
+  so.grammar_timeout_seconds = a.grammar_timeout;
+  so.grammar_memory_bytes = static_cast<size_t>(a.grammar_memory_mib) << 20;
+  so.grammar_cache_bytes = static_cast<size_t>(a.grammar_cache_mib) << 20;
   so.defaults = SamplingParamsFromGenerationConfig(model->generation_config(), 0);
   if (a.temperature >= 0) so.defaults.temperature = a.temperature;
   if (a.top_p >= 0) so.defaults.top_p = a.top_p;
@@ -144,6 +159,11 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--queue", args->queue, "requests that may wait for a slot (beyond that: 429)")->capture_default_str();
   cmd->add_option("--max-body", args->max_body_mib, "largest request body in MiB (beyond that: 413)")->capture_default_str();
   cmd->add_option("--timeout", args->timeout, "seconds to read a request or write a piece of a reply")->capture_default_str();
+  cmd->add_option("--grammar-timeout", args->grammar_timeout,
+                  "seconds a structured-output grammar may take to compile (beyond that: 400)")->capture_default_str();
+  cmd->add_option("--grammar-memory", args->grammar_memory_mib, "MiB of heap one grammar compile may use (beyond that: 400)")
+      ->capture_default_str();
+  cmd->add_option("--grammar-cache", args->grammar_cache_mib, "MiB of compiled grammars kept for reuse")->capture_default_str();
   cmd->add_option("--cors", args->cors,
                   "answer browsers' cross-origin requests from this origin (* for any): CORS headers and preflights");
   cmd->add_option("--temp", args->temperature, "default temperature (default: generation_config.json's)");

@@ -17,11 +17,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/error.h"
 
 namespace tessera {
 
@@ -29,6 +32,39 @@ class Tokenizer;
 
 // A compiled grammar with the tokens that may end it; shared by every sequence that uses it.
 class CompiledConstraint;
+
+// What to compile: a JSON schema (as text) or an xgrammar structural tag (its "format" object as
+// JSON text), and the tokens the reply may end with once the grammar has matched.
+struct GrammarRecipe {
+  bool structural_tag = false;
+  std::string text;
+  std::vector<int32_t> end_tokens;
+};
+
+// The budget of one compile. With `isolate`, the recipe and the compile run first in a child
+// process (fork): the deadline, `cancelled` (polled every 20 ms: a client gone, a server
+// stopping) and the heap cap stop it for real, within 20 ms, whatever the grammar engine is
+// doing (it has no way to be interrupted; a schema with a few thousand optional properties
+// compiles for minutes). Only a recipe whose compile ended within them is compiled again here
+// (the same deterministic work, so no longer than the child took; it is not interrupted). Without
+// `isolate` (tests, fuzz targets that want the compile's coverage) it runs here, unbounded.
+struct CompileLimits {
+  bool isolate = false;
+  double seconds = 10.0;                    // wall-clock deadline of the recipe and the compile
+  size_t memory_bytes = size_t{1} << 30;    // the child's heap beyond what it inherits
+  std::function<bool()> cancelled;          // true: stop now (may be empty)
+};
+
+// Why an isolated compile was stopped (a tessera::Error whose what() says so in one line).
+class GrammarCompileStopped : public Error {
+ public:
+  enum Reason { kDeadline, kCancelled, kMemory };
+  GrammarCompileStopped(Reason reason, const std::string& message) : Error(message), reason_(reason) {}
+  Reason reason() const { return reason_; }
+
+ private:
+  Reason reason_;
+};
 
 class GrammarVocabulary {
  public:
@@ -55,6 +91,19 @@ class GrammarVocabulary {
   // own json_schema format would allow unbounded whitespace). Throws like JsonSchema.
   static std::string JsonSchemaEbnf(const std::string& schema_json);
   int64_t model_vocab() const { return model_vocab_; }
+
+  // The constraint that `recipe` describes, from the cache under `key` (which must determine
+  // the recipe) or compiled within `limits` and cached. `recipe` runs where the compile runs (in
+  // the child with `isolate`), so that its own cost (a schema's EBNF) is under the same budget;
+  // a tessera::Error it throws reaches the caller with its message. Throws
+  // GrammarCompileStopped when the budget stops it.
+  std::shared_ptr<const CompiledConstraint> Compile(const std::string& key, const std::function<GrammarRecipe()>& recipe,
+                                                    const CompileLimits& limits) const;
+  // The compiled-grammar cache: at most `bytes` (the engine's own estimate of each grammar's
+  // memory, plus its key); least recently used first out. Default 256 MiB.
+  void SetCacheBytes(size_t bytes) const;
+  size_t cache_bytes() const;    // held now
+  size_t cache_entries() const;  // held now
 
  private:
   struct Impl;

@@ -23,7 +23,7 @@ void Model::Forward(std::span<const int32_t> tokens, int64_t start, KvCache& cac
   ForwardBatch(std::span<const ForwardSequence>(&one, 1));
 }
 
-void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
+void Model::ForwardBatch(std::span<const ForwardSequence> batch, const std::function<bool()>& stop) const {
   const ModelConfig& c = config_;
   // Every sequence is checked before anything changes.
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -111,7 +111,7 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
   // (an MPI error, an allocation) tells every cache which rows may have been touched.
   for (const SequenceRows& r : rows_of) r.cache->BeginAppend(r.start, r.start + r.rows);
   try {
-    Layers(x.data(), T, rows_of, rope_cs.data(), sp);
+    Layers(x.data(), T, rows_of, rope_cs.data(), sp, tp_size_ == 1 ? stop : std::function<bool()>());
   } catch (...) {
     for (const SequenceRows& r : rows_of) r.cache->AbortAppend(r.start, r.start + r.rows);
     throw;
@@ -160,7 +160,7 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch) const {
 }
 
 void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences, const float* rope_cs,
-                   bool sp) const {
+                   bool sp, const std::function<bool()>& stop) const {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, D = c.head_dim, P = tp_size_;
   TensorParallelGroup* tp = options_.tp.get();
@@ -194,6 +194,7 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
   AttentionShape shape{nq_, nkv_, D, c.sliding_window, c.rms_norm_eps};
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (stop && stop()) throw ForwardCancelled();
     const DecoderLayer& L = layers_[l];
     const AttentionWeights& A = L.attention;
     const float* bo = A.bo.empty() ? nullptr : A.bo.data();

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/error.h"
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "model/layers.h"
@@ -38,6 +39,12 @@ namespace tessera {
 enum class LogitsMode { kNone, kLast, kAll };
 
 class KvCache;
+
+// Model::ForwardBatch's `stop` ended the pass between two layers.
+class ForwardCancelled : public Error {
+ public:
+  ForwardCancelled() : Error("the forward pass was cancelled") {}
+};
 
 // One sequence's part of a batched forward pass (Model::ForwardBatch): its tokens at
 // positions [start, start + tokens.size()) against its own cache, and where its logits go.
@@ -169,7 +176,11 @@ class Model {
   // (the kernels are batch-invariant). Checks every sequence as Forward does before any work; a
   // failure partway leaves every cache as KvCache::AbortAppend describes. This is what a server
   // decodes its running sequences with, one step at a time.
-  void ForwardBatch(std::span<const ForwardSequence> batch) const;
+  // `stop` (may be empty) is asked before each layer; when it says true the pass ends there,
+  // as a failure does (the caches as AbortAppend leaves them), with ForwardCancelled: a server
+  // stops a long prefill whose clients have gone. Not asked under tensor parallelism (every
+  // rank must run the same layers).
+  void ForwardBatch(std::span<const ForwardSequence> batch, const std::function<bool()>& stop = {}) const;
 
  private:
   Model() = default;
@@ -185,7 +196,7 @@ class Model {
   // `sequence_parallel` (one sequence only), on this rank's token rows x [T / P, H] (fused
   // collectives). rope_cs: [T, 2 half], each sequence's rows at its own positions.
   void Layers(float* x, int64_t T, std::span<const SequenceRows> sequences, const float* rope_cs,
-              bool sequence_parallel) const;
+              bool sequence_parallel, const std::function<bool()>& stop) const;
   // out [T, H] = the layer's MLP or MoE of h (this rank's partial sum under tensor parallelism).
   void FeedForward(int layer, const float* h, int64_t T, float* out) const;
   // visit(matrix, times) for every matrix one decode step multiplies, `times` the matrices of it

@@ -195,6 +195,7 @@ void BatchEngine::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    stopping_flag_.store(true);
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -395,8 +396,17 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   std::vector<std::string> errors(members.size());
   std::vector<int64_t> accepted(members.size(), 0);
   std::string failure;
+  bool abandoned = false;
+  // A pass whose every member has been cancelled (its clients gone: typically a long prompt
+  // chunk), or during shutdown, stops at the next layer instead of running to its end.
+  const auto all_cancelled = [this, &members] {
+    return stopping_flag_.load() || std::all_of(members.begin(), members.end(), [](const Sequence* s) { return s->handle->cancelled_.load(); });
+  };
   try {
-    model_.ForwardBatch(batch);
+    model_.ForwardBatch(batch, all_cancelled);
+  } catch (const ForwardCancelled& e) {
+    failure = e.what();
+    abandoned = true;
   } catch (const Error& e) {
     failure = e.what();
   } catch (const std::exception& e) {
@@ -408,8 +418,8 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
     if (!failure.empty()) {
       // The pass failed: every member ends, and its slot remembers only what its cache still
       // holds (KvCache::AbortAppend).
-      ends[i] = FinishReason::kError;
-      errors[i] = failure;
+      ends[i] = abandoned ? FinishReason::kCancelled : FinishReason::kError;
+      errors[i] = abandoned ? std::string() : failure;
       seq.slot->cached.resize(std::min(seq.slot->cached.size(), static_cast<size_t>(seq.slot->cache.length())));
       continue;
     }

@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
@@ -83,6 +86,14 @@ ApiServer::ApiServer(const Model& model, const Tokenizer& tokenizer, BatchEngine
   http_->set_read_timeout(options_.timeout_seconds, 0);
   http_->set_write_timeout(options_.timeout_seconds, 0);
   http_->set_keep_alive_timeout(5);
+  // The listening socket is ours alone: SO_REUSEADDR (a restart binds while old connections sit
+  // in TIME_WAIT) but not httplib's default SO_REUSEPORT, with which a second server on the same
+  // port would bind too and the kernel would split the connections (and their API keys)
+  // between the two.
+  http_->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   Routes();
 }
 
@@ -95,7 +106,9 @@ int ApiServer::Bind() {
     http_->SetBacklog(Backlog());
     return port;
   }
+  errno = 0;
   if (!http_->bind_to_port(options_.host, options_.port)) {
+    if (errno == EADDRINUSE) Fail("serve: cannot listen on ", options_.host, ":", options_.port, ": the port is in use");
     Fail("serve: cannot listen on ", options_.host, ":", options_.port, " (in use, or not an address of this host)");
   }
   http_->SetBacklog(Backlog());
@@ -120,6 +133,34 @@ void ApiServer::Stop(double drain_seconds) {
 }
 std::string ApiServer::ProcessBytes(std::string_view raw) { return http_->ProcessBytes(raw); }
 
+std::shared_ptr<const CompiledConstraint> ApiServer::CompileGrammar(const CompletionRequest& request) {
+  if (const GrammarVocabulary* vocabulary = format_.grammar_vocabulary()) {
+    vocabulary->SetCacheBytes(options_.grammar_cache_bytes);
+  }
+  CompileLimits limits;
+  limits.isolate = true;
+  limits.seconds = options_.grammar_timeout_seconds;
+  limits.memory_bytes = options_.grammar_memory_bytes;
+  // Stop at once for a client that has gone (a socket's hang-up; never in ProcessBytes, which
+  // has no socket) and for a server that is stopping.
+  const ConnectionState* connection = ConnectionState::Current();
+  limits.cancelled = [this, connection] {
+    return engine_.stopping() || (connection && connection->fd >= 0 && connection->PeerHungUp());
+  };
+  const char* param = request.chat && request.tools ? "tool_choice" : "response_format";
+  try {
+    return request.build_grammar(limits);
+  } catch (const GrammarCompileStopped& e) {
+    if (e.reason() == GrammarCompileStopped::kCancelled) {
+      if (engine_.stopping()) throw ApiError(503, "the server is shutting down");
+      // The client has gone: nobody reads this; the connection closes after it.
+      throw ApiError(400, "the request was cancelled: the client closed its connection");
+    }
+    throw ApiError(400, e.what(), param,
+                   e.reason() == GrammarCompileStopped::kDeadline ? "grammar_timeout" : "grammar_too_large");
+  }
+}
+
 void ApiServer::Routes() {
   httplib::Server& http = *http_;
   // Before routing (and before a body is read): framing, CORS, then authentication on every
@@ -130,6 +171,12 @@ void ApiServer::Routes() {
       ConnectionState::CloseAfterReply(req);
       metrics_->Count(req.path, 400);
       return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      // RFC 9112 §6.3: a request with neither header has no body. httplib would read one until
+      // the connection closes (a 408 after the read timeout); its reader is told it is empty.
+      // (Its Request is a local of process_request: the write is defined, as in CloseAfterReply.)
+      const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
     }
     const std::string origin = req.get_header_value("Origin");
     const bool cors = !options_.cors_origin.empty() && !origin.empty() &&
@@ -316,6 +363,15 @@ void ApiServer::Routes() {
                                      options_.model_name, "'"),
                          "model", "model_not_found");
         }
+        // The cheap refusals come before the grammar's compile: the prompt must leave room for
+        // a reply (BatchEngine::Submit checks it again).
+        if (static_cast<int64_t>(request.prompt.size()) >= engine_.context()) {
+          throw ApiError(400, StrCat("the prompt has ", request.prompt.size(), " tokens; the context of ", engine_.context(),
+                                     " leaves no room for a reply (at most ", engine_.context() - 1, " prompt tokens)"),
+                         chat ? "messages" : "prompt", "context_length_exceeded");
+        }
+        std::shared_ptr<const CompiledConstraint> grammar;
+        if (request.build_grammar) grammar = CompileGrammar(request);
         if (!request.seeded) request.sampling.seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
         const std::vector<int32_t>& stops = chat ? format_.chat_stop_tokens() : format_.text_stop_tokens();
         for (int64_t i = 0; i < request.n; ++i) {
@@ -327,7 +383,7 @@ void ApiServer::Routes() {
           er.stop_tokens = stops;
           er.top_logprobs = request.top_logprobs;
           er.logit_bias = request.logit_bias;
-          er.grammar = request.grammar;
+          er.grammar = grammar;
           std::shared_ptr<RequestHandle> handle;
           try {
             handle = engine_.Submit(std::move(er));

@@ -43,6 +43,12 @@ struct ServerOptions {
   int timeout_seconds = 60;     // reading a request, writing one piece of a reply
   std::string cors_origin;      // empty: no CORS headers; "*" or one origin: answered to browsers
   SamplingParams defaults;      // used where a request gives no value
+  // Structured outputs: each grammar compiles in a child process within this deadline and heap
+  // (engine/grammar.h CompileLimits), cancelled when its client leaves or the server stops;
+  // compiled grammars are cached up to grammar_cache_bytes.
+  double grammar_timeout_seconds = 10.0;
+  size_t grammar_memory_bytes = size_t{1} << 30;
+  size_t grammar_cache_bytes = size_t{256} << 20;
 };
 
 class ApiServer {
@@ -63,6 +69,8 @@ class ApiServer {
  private:
   void Routes();
   int Backlog() const;
+  // The request's grammar, compiled within the server's limits (ApiError when they stop it).
+  std::shared_ptr<const CompiledConstraint> CompileGrammar(const CompletionRequest& request);
   struct Metrics;
   struct InFlight;
 

@@ -156,6 +156,10 @@ RequestMessage MapMessage(const json& msg, size_t i) {
   m.role = role->get<std::string>();
   m.content = ContentParts(msg, i);
   m.content_null = Field(msg, "content") == nullptr;
+  // Only an assistant message may leave its content out (or null): it may be all tool calls.
+  if (m.content_null && m.role != "assistant") {
+    Bad("messages", StrCat("'messages[", i, "].content' is required in a '", m.role.substr(0, 40), "' message"));
+  }
   m.reasoning = Reasoning(msg, i);
   if (const json* calls = Field(msg, "tool_calls")) {
     if (!calls->is_array()) Bad("messages", StrCat("'messages[", i, "].tool_calls' must be an array"));
@@ -280,6 +284,7 @@ std::vector<ToolDescription> DeclaredTools(const json* tools) {
   std::vector<ToolDescription> out;
   if (!tools) return out;
   if (!tools->is_array()) Bad("tools", "'tools' must be an array");
+  if (tools->size() > kMaxTools) Bad("tools", StrCat("'tools' has ", tools->size(), " tools; at most ", kMaxTools, " are accepted"));
   for (size_t i = 0; i < tools->size(); ++i) {
     const std::string param = StrCat("tools[", i, "]");
     const json& tool = (*tools)[i];
@@ -458,10 +463,15 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
   if (chat) {
     if (Boolean(body, "logprobs", false)) r.top_logprobs = static_cast<int>(Integer(body, "top_logprobs", 0, 0, 20));
     else if (Field(body, "top_logprobs")) Bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
-    const ChatRequestData data = MapChatRequest(body);
-    r.prompt = format.RenderChat(data);
-    r.tools = !data.tools.empty();
-    r.grammar = BuildReplyConstraint(format, response_format, &data);
+    auto data = std::make_shared<const ChatRequestData>(MapChatRequest(body));
+    CheckStructuredBudget(response_format, data->tools);
+    r.prompt = format.RenderChat(*data);
+    r.tools = !data->tools.empty();
+    if (CheckReplyConstraint(response_format, data.get())) {
+      r.build_grammar = [&format, response_format, data](const CompileLimits& limits) {
+        return BuildReplyConstraint(format, response_format, data.get(), limits);
+      };
+    }
   } else {
     if (Field(body, "logprobs")) r.top_logprobs = static_cast<int>(Integer(body, "logprobs", 0, 0, 5));
     if (Boolean(body, "echo", false)) Bad("echo", "'echo' is not supported");
@@ -499,7 +509,12 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
       Bad("prompt", "'prompt' must be a string, a list of token ids, or a list of one of those");
     }
     if (r.prompt.empty()) Bad("prompt", "'prompt' is empty");
-    r.grammar = BuildReplyConstraint(format, response_format, nullptr);
+    CheckStructuredBudget(response_format, {});
+    if (CheckReplyConstraint(response_format, nullptr)) {
+      r.build_grammar = [&format, response_format](const CompileLimits& limits) {
+        return BuildReplyConstraint(format, response_format, nullptr, limits);
+      };
+    }
   }
   return r;
 }

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -149,8 +150,10 @@ struct CompletionRequest {
   int top_logprobs = -1;        // < 0: no logprobs
   bool tools = false;           // chat with a non-empty `tools`: replies may hold tool calls
   int64_t n = 1;                // choices, each its own engine request (seed + index)
-  // response_format / a forced tool call as a grammar (server/structured_output.h); nullptr: none.
-  std::shared_ptr<const CompiledConstraint> grammar;
+  // response_format / a forced tool call as a grammar (server/structured_output.h), compiled
+  // when the caller calls this: after the checks that may refuse the request cheaply (the
+  // prompt's length), within the caller's limits. Empty: no grammar.
+  std::function<std::shared_ptr<const CompiledConstraint>(const CompileLimits&)> build_grammar;
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit, in [-100, 100]
 };
 

@@ -144,10 +144,10 @@ ResponseFormat ParseResponseFormat(const json* field) {
 
 void CheckSchemaSupported(const json& schema, const std::string& where) { CheckSchemaAt(schema, where); }
 
-std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat& format, const ResponseFormat& response,
-                                                               const ChatRequestData* chat) {
-  const bool forced = chat && (chat->tool_choice.mode == ToolChoice::kRequired || chat->tool_choice.mode == ToolChoice::kFunction);
-  if (response.kind == ResponseFormat::kText && !forced) return nullptr;
+bool CheckReplyConstraint(const ResponseFormat& response, const ChatRequestData* chat) {
+  const bool forced = chat && (chat->tool_choice.mode == ToolChoice::kRequired ||
+                               chat->tool_choice.mode == ToolChoice::kFunction);
+  if (response.kind == ResponseFormat::kText && !forced) return false;
   if (forced && response.kind != ResponseFormat::kText) {
     Bad("response_format", "'response_format' cannot be combined with 'tool_choice' \"required\" or a named function");
   }
@@ -156,6 +156,13 @@ std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat&
       if (tool.parameters) CheckSchemaSupported(*tool.parameters, StrCat("tools[", tool.name, "].function.parameters"));
     }
   }
+  return true;
+}
+
+std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat& format, const ResponseFormat& response,
+                                                               const ChatRequestData* chat, const CompileLimits& limits) {
+  if (!CheckReplyConstraint(response, chat)) return nullptr;
+  const bool forced = response.kind == ResponseFormat::kText;
   const GrammarVocabulary* vocabulary = nullptr;
   try {
     vocabulary = format.grammar_vocabulary();
@@ -167,9 +174,21 @@ std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat&
                         "(scripts/setup_xgrammar.sh)", forced ? "tool_choice" : "response_format");
   }
   const std::string param = forced ? "tool_choice" : "response_format";
-  try {
-    if (!chat) return vocabulary->JsonSchema(DumpJson(response.schema), format.text_stop_tokens());
-    const ReplyThinking thinking = format.thinking(chat->enable_thinking);
+  const ReplyThinking thinking = chat ? format.thinking(chat->enable_thinking) : ReplyThinking::kNone;
+  // Everything the recipe reads, as the cache key (the format is this vocabulary's own).
+  json key = {{"chat", chat != nullptr}, {"kind", static_cast<int>(response.kind)}, {"schema", response.schema},
+              {"thinking", static_cast<int>(thinking)}};
+  if (forced) {
+    json tools = json::array();
+    for (const ToolDescription& tool : chat->tools) {
+      tools.push_back({tool.name, tool.parameters ? *tool.parameters : json()});
+    }
+    key["tools"] = std::move(tools);
+    key["choice"] = {static_cast<int>(chat->tool_choice.mode), chat->tool_choice.function};
+  }
+  // The grammar's text: built where the compile runs (a schema's EBNF can take long too).
+  auto recipe = [&]() -> GrammarRecipe {
+    if (!chat) return {false, DumpJson(response.schema), format.text_stop_tokens()};
     // The part of the reply after any reasoning: the answer, or the call in the family's form.
     json body = json::array();
     std::vector<int32_t> ends = format.chat_stop_tokens();
@@ -189,7 +208,7 @@ std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat&
                 calls.size() == 1 ? calls[0] : json{{"type", "or"}, {"elements", calls}}};
         ends = {t.call};
       }
-      return vocabulary->StructuralTag(DumpJson(HarmonyReplyTag(t, std::move(body))), ends);
+      return {true, DumpJson(HarmonyReplyTag(t, std::move(body))), ends};
     }
     if (!forced) {
       body.push_back(Schema(response.schema));
@@ -245,9 +264,65 @@ std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat&
       elements.push_back(Const("\n\n"));
     }
     for (json& e : body) elements.push_back(std::move(e));
-    return vocabulary->StructuralTag(DumpJson(Sequence(std::move(elements))), ends);
+    return {true, DumpJson(Sequence(std::move(elements))), ends};
+  };
+  try {
+    return vocabulary->Compile(DumpJson(key), recipe, limits);
+  } catch (const GrammarCompileStopped&) {
+    throw;
   } catch (const Error& e) {
     throw ApiError(400, e.what(), param);
+  }
+}
+
+namespace {
+
+// Counts, over every schema of a request, what its grammar's size grows with.
+struct SchemaTally {
+  size_t properties = 0, enum_values = 0;
+  void Walk(const json& node) {
+    if (node.is_object()) {
+      for (const auto& [key, value] : node.items()) {
+        if ((key == "properties" || key == "patternProperties") && value.is_object()) properties += value.size();
+        if (key == "enum" && value.is_array()) enum_values += value.size();
+        if (key == "const") ++enum_values;
+        Walk(value);
+      }
+    } else if (node.is_array()) {
+      for (const json& value : node) Walk(value);
+    }
+  }
+};
+
+}  // namespace
+
+void CheckStructuredBudget(const ResponseFormat& response, const std::vector<ToolDescription>& tools) {
+  if (tools.size() > kMaxTools) {
+    Bad("tools", StrCat("'tools' has ", tools.size(), " tools; at most ", kMaxTools, " are accepted"));
+  }
+  SchemaTally tally;
+  size_t bytes = 0;
+  const char* param = "response_format";
+  if (response.kind == ResponseFormat::kJsonSchema) {
+    bytes += DumpJson(response.schema).size();
+    tally.Walk(response.schema);
+  }
+  for (const ToolDescription& tool : tools) {
+    if (!tool.parameters) continue;
+    param = response.kind == ResponseFormat::kJsonSchema ? "response_format" : "tools";
+    bytes += DumpJson(*tool.parameters).size();
+    tally.Walk(*tool.parameters);
+  }
+  if (tally.properties > kMaxSchemaProperties) {
+    Bad(param, StrCat("the request's JSON schemas declare ", tally.properties, " object properties; at most ",
+                      kMaxSchemaProperties, " are accepted"));
+  }
+  if (tally.enum_values > kMaxEnumValues) {
+    Bad(param, StrCat("the request's JSON schemas list ", tally.enum_values, " enum/const values; at most ",
+                      kMaxEnumValues, " are accepted"));
+  }
+  if (bytes > kMaxSchemaBytes) {
+    Bad(param, StrCat("the request's JSON schemas take ", bytes, " bytes; at most ", kMaxSchemaBytes, " are accepted"));
   }
 }
 

@@ -52,10 +52,27 @@ ResponseFormat ParseResponseFormat(const ApiJson* field);
 // listed above; `where` names the schema in the request ("response_format.json_schema.schema").
 void CheckSchemaSupported(const ApiJson& schema, const std::string& where);
 
+// The checks of BuildReplyConstraint that need no compile (ApiError 400): false when the reply
+// is unconstrained.
+bool CheckReplyConstraint(const ResponseFormat& response, const ChatRequestData* chat);
+
 // The grammar of a request's reply, or nullptr when it is unconstrained. `chat` is the mapped
-// chat request (nullptr for /v1/completions). Throws ApiError 400 for a schema the engine cannot
-// compile, and 400 when this build has no grammar engine.
+// chat request (nullptr for /v1/completions). Compiled grammars are cached (by everything that
+// shapes them); a compile runs within `limits` (the server isolates it: engine/grammar.h).
+// Throws ApiError 400 for a schema the engine cannot compile, and 400 when this build has no
+// grammar engine; GrammarCompileStopped when `limits` stopped the compile.
 std::shared_ptr<const CompiledConstraint> BuildReplyConstraint(const ChatFormat& format, const ResponseFormat& response,
-                                                               const ChatRequestData* chat);
+                                                               const ChatRequestData* chat,
+                                                               const CompileLimits& limits = {});
+
+// The budget of a request's structured outputs, checked before any work on them (400 naming the
+// limit and the value): the response schema and the tools' parameter schemas together at most
+// kMaxSchemaBytes of JSON, kMaxSchemaProperties object properties and kMaxEnumValues enum or
+// const values; at most kMaxTools tools (OpenAI's own cap).
+inline constexpr size_t kMaxSchemaBytes = 256 << 10;
+inline constexpr size_t kMaxSchemaProperties = 2000;
+inline constexpr size_t kMaxEnumValues = 4096;
+inline constexpr size_t kMaxTools = 128;
+void CheckStructuredBudget(const ResponseFormat& response, const std::vector<ToolDescription>& tools);
 
 }  // namespace tessera

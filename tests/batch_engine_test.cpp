@@ -170,6 +170,45 @@ TEST(BatchEngine, CancelFreesTheSlotAndAFullQueueRefuses) {
   EXPECT_EQ(third->finish_reason(), FinishReason::kLength);
 }
 
+// Issue 44: a prefill whose client has gone stops within the pass (between layers), not at
+// the end of its step; its slot is released with nothing cached, and the engine serves on.
+TEST(BatchEngine, CancelStopsALongPrefillWithinItsPass) {
+  const auto model = Model::Load(kLlama);
+  BatchEngineOptions options;
+  options.slots = 1;
+  options.context = 2048;        // the model's max_position_embeddings
+  options.token_budget = 2048;  // the whole prompt in one pass
+  BatchEngine engine(*model, options);
+  auto prompt = [&](int32_t salt) {
+    EngineRequest r;
+    for (int32_t i = 0; i < 2000; ++i) r.prompt.push_back(3 + (i * 7 + salt) % 1000);
+    r.sampling.temperature = 0.0f;
+    r.max_tokens = 1;
+    return r;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto full = engine.Submit(prompt(1));
+  Collect(*full);
+  const double full_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(full->finish_reason(), FinishReason::kLength);
+
+  auto gone = engine.Submit(prompt(2));  // another prompt: no cached prefix to reuse
+  std::this_thread::sleep_for(std::chrono::duration<double>(full_seconds / 4));
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  gone->Cancel();
+  Collect(*gone);
+  const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - cancelled_at).count();
+  EXPECT_EQ(gone->finish_reason(), FinishReason::kCancelled);
+  // The pass has 4 layers, two stop checks each: the rest of the pass would take ~3/4 of it.
+  EXPECT_LT(after, full_seconds / 2) << "a full prefill took " << full_seconds << " s";
+  EXPECT_EQ(engine.stats().kv_positions, 0);
+  // The engine serves on, and the same request gives what it gave before.
+  auto again = engine.Submit(prompt(1));
+  const std::vector<int32_t> first = Collect(*again);
+  EXPECT_EQ(again->finish_reason(), FinishReason::kLength);
+  EXPECT_EQ(first.size(), 1u);
+}
+
 TEST(BatchEngine, ReusesASlotsCachedPrefixAndShutsDownCleanly) {
   const auto model = Model::Load(kLlama);
   BatchEngineOptions options;

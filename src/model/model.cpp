@@ -253,6 +253,7 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
       tp->AllReduceSum(delta.data(), T * H);
       add_rows(delta.data(), bo);
     }
+    if (stop && stop()) throw ForwardCancelled();  // also between attention and the MLP / MoE
 
     RmsNorm(x, L.post_norm.data(), own, H, c.rms_norm_eps, h.data());
     if (sp) {

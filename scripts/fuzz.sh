@@ -17,7 +17,7 @@
 # Longer runs: bash scripts/fuzz.sh 900   (or --run-only 3600 gguf)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(request gguf safetensors config tokenizer chat_template)  # CMakeLists.txt's TESSERA_FUZZ_TARGETS
+targets=(request gguf safetensors config tokenizer chat_template schema)  # CMakeLists.txt's TESSERA_FUZZ_TARGETS
 mode=all
 case "${1:-}" in
   --build-only) mode=build ;;

@@ -14,7 +14,8 @@ Against a server on a model with tool calls (tiny-gpt-oss), started with
     keeps flowing (no gap over 1 s);
   * a client that disconnects during such a compile leaves the server idle within 1 s (no
     compile process left, under 0.1 s of CPU in the next second);
-  * 200 distinct 1,000-property schemas: the server's RSS stays under the cache bound + 300 MB.
+  * 200 distinct 1,000-property schemas: the server's RSS stays under the cache bound + 300 MB
+    (not checked under AddressSanitizer).
 Prints one line per failed check and exits 1 when any failed.
 
 Usage: hostile_limits_client.py HOST PORT SERVER_PID GRAMMAR_TIMEOUT CACHE_MIB
@@ -218,15 +219,18 @@ def disconnect_during_compile():
 
 
 def cache_bound():
+    # Under AddressSanitizer (scripts/test.sh --sanitize) the heap's redzones and quarantine
+    # make RSS meaningless: fewer schemas, no bound.
+    sanitized = "ASAN_OPTIONS" in os.environ
     start = rss_mib(PID)
-    for i in range(200):
+    for i in range(40 if sanitized else 200):
         status, body, _ = request(post("/v1/completions", completion_with_schema(schema_of(1000, tag="_%d" % i))),
                                   timeout=120)
         if status != 200:
             fail("1,000-property schema %d: status %s: %r" % (i, status, body[:300]))
             return start, start
     end = rss_mib(PID)
-    if end > CACHE_MIB + 300 + start:
+    if not sanitized and end > CACHE_MIB + 300 + start:
         fail("RSS after 200 distinct schemas: %.0f MiB (from %.0f; bound %d + 300)" % (end, start, CACHE_MIB))
     return start, end
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fuzz targets of tests/fuzz/ (one per parser: the HTTP request path, GGUF, safetensors,
-# config.json, tokenizers, chat templates) under clang's libFuzzer with AddressSanitizer and
+# config.json, tokenizers, chat templates, JSON schemas) under clang's libFuzzer with AddressSanitizer and
 # UndefinedBehaviorSanitizer, built in build-fuzz/ (the library is instrumented too, so each run
 # is coverage-guided through the code under test).
 #   bash scripts/fuzz.sh [SECONDS]                     build, then fuzz each target for SECONDS (default 60)

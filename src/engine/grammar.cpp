@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -340,6 +341,11 @@ std::shared_ptr<const CompiledConstraint> GrammarVocabulary::Compile(const std::
     r.text = payload.substr(head);
   }
   auto made = std::make_shared<const CompiledConstraint>(compile(r, impl_->compiler), r.end_tokens);
+  // The compile's temporaries (several times the grammar) go back to the kernel: the CLI keeps
+  // up to 1 GiB of freed heap for the forward pass's buffers (cli/main.cpp), and a server that
+  // compiles many distinct schemas would otherwise hold that much beyond its grammar cache. A
+  // cache miss is rare next to forward steps; the trim takes milliseconds.
+  if (limits.isolate) ::malloc_trim(0);
   impl_->cache.Insert(key, made, made->grammar.MemorySizeBytes() + key.size());
   return made;
 }

@@ -147,7 +147,6 @@ std::shared_ptr<const CompiledConstraint> ApiServer::CompileGrammar(const Comple
   limits.cancelled = [this, connection] {
     return engine_.stopping() || (connection && connection->fd >= 0 && connection->PeerHungUp());
   };
-  const char* param = request.chat && request.tools ? "tool_choice" : "response_format";
   try {
     return request.build_grammar(limits);
   } catch (const GrammarCompileStopped& e) {
@@ -156,7 +155,7 @@ std::shared_ptr<const CompiledConstraint> ApiServer::CompileGrammar(const Comple
       // The client has gone: nobody reads this; the connection closes after it.
       throw ApiError(400, "the request was cancelled: the client closed its connection");
     }
-    throw ApiError(400, e.what(), param,
+    throw ApiError(400, e.what(), request.grammar_param,
                    e.reason() == GrammarCompileStopped::kDeadline ? "grammar_timeout" : "grammar_too_large");
   }
 }

@@ -468,6 +468,7 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
     r.prompt = format.RenderChat(*data);
     r.tools = !data->tools.empty();
     if (CheckReplyConstraint(response_format, data.get())) {
+      r.grammar_param = response_format.kind == ResponseFormat::kText ? "tool_choice" : "response_format";
       r.build_grammar = [&format, response_format, data](const CompileLimits& limits) {
         return BuildReplyConstraint(format, response_format, data.get(), limits);
       };
@@ -511,6 +512,7 @@ CompletionRequest ParseCompletionRequest(const json& body, bool chat, const Chat
     if (r.prompt.empty()) Bad("prompt", "'prompt' is empty");
     CheckStructuredBudget(response_format, {});
     if (CheckReplyConstraint(response_format, nullptr)) {
+      r.grammar_param = "response_format";
       r.build_grammar = [&format, response_format](const CompileLimits& limits) {
         return BuildReplyConstraint(format, response_format, nullptr, limits);
       };

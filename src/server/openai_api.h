@@ -154,6 +154,7 @@ struct CompletionRequest {
   // when the caller calls this: after the checks that may refuse the request cheaply (the
   // prompt's length), within the caller's limits. Empty: no grammar.
   std::function<std::shared_ptr<const CompiledConstraint>(const CompileLimits&)> build_grammar;
+  std::string grammar_param;  // what the grammar comes from: "response_format" or "tool_choice"
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit, in [-100, 100]
 };
 

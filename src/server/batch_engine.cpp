@@ -195,7 +195,6 @@ void BatchEngine::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
-    stopping_flag_.store(true);
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -400,7 +399,7 @@ void BatchEngine::Step(std::unique_lock<std::mutex>& lock) {
   // A pass whose every member has been cancelled (its clients gone: typically a long prompt
   // chunk), or during shutdown, stops at the next layer instead of running to its end.
   const auto all_cancelled = [this, &members] {
-    return stopping_flag_.load() || std::all_of(members.begin(), members.end(), [](const Sequence* s) { return s->handle->cancelled_.load(); });
+    return stopping_.load() || std::all_of(members.begin(), members.end(), [](const Sequence* s) { return s->handle->cancelled_.load(); });
   };
   try {
     model_.ForwardBatch(batch, all_cancelled);

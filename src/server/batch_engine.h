@@ -155,7 +155,7 @@ class BatchEngine {
   // Cancels everything queued or running, waits for the engine thread and ends it.
   void Shutdown();
   // Shutdown has begun: work done for a request now (a grammar compile) is wasted.
-  bool stopping() const { return stopping_flag_.load(); }
+  bool stopping() const { return stopping_.load(); }
 
   // Tensor parallelism (`serve --tp P`): rank 0 runs the BatchEngine (and the HTTP server) and
   // broadcasts each step's plan before its forward pass: the cache truncations since the last
@@ -197,8 +197,7 @@ class BatchEngine {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   BatchEngineStats stats_;
-  bool stopping_ = false;
-  std::atomic<bool> stopping_flag_{false};  // stopping_, readable without the lock
+  std::atomic<bool> stopping_{false};  // set under mutex_ (the engine waits on cv_); read anywhere
   std::thread thread_;
 };
 

@@ -15,6 +15,7 @@ packages=(
   procps                      # pgrep (the --tp serve test signals mpirun itself)
   python3-venv chromium       # the serve tests: the openai client venv, the chat page in headless Chromium
   clang libclang-rt-14-dev    # scripts/fuzz.sh: the request path under libFuzzer
+  patch                       # scripts/setup_jinja.sh patches the Jinja engine it extracts
 )
 
 missing=()
@@ -42,3 +43,7 @@ fi
 # without structured outputs.
 bash "$(dirname "$0")/setup_xgrammar.sh" ||
   echo "setup: warning: xgrammar could not be built; structured outputs are disabled in this build" >&2
+
+# The chat-template engine (not in Debian): llama.cpp's C++ Jinja engine from the pinned
+# llama-cpp-python sdist, extracted into build-deps/ and compiled with tessera (required).
+bash "$(dirname "$0")/setup_jinja.sh"

@@ -30,7 +30,6 @@ cache=${1:-$repo/build-deps}
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 prefix=$cache/xgrammar-$XGR_VERSION
-tarball=$cache/dl/xgrammar-$XGR_VERSION.tar.gz
 stamp_file=$prefix/.setup_xgrammar.stamp
 stamp="xgrammar=$XGR_VERSION sha256=$XGR_SHA256 cxx=$(${CXX:-g++} -dumpfullversion 2>/dev/null || echo none) flags=$XGR_CXXFLAGS_RELEASE -fno-lto v1"
 log=$cache/xgrammar-$XGR_VERSION.log
@@ -59,35 +58,10 @@ command -v "${CXX:-g++}" >/dev/null || need+=(g++)
 command -v cmake >/dev/null || need+=(cmake)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 
-sha_ok() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$XGR_SHA256" ]; }
-
-# ---- (a) fetch the pinned sdist with pip ----
-if ! sha_ok "$tarball"; then
-  rm -f "$tarball"
-  venv=$cache/.pip-venv
-  if [ ! -x "$venv/bin/pip" ]; then
-    rm -rf "$venv"
-    if ! python3 -m venv "$venv" >>"$log" 2>&1; then
-      rm -rf "$venv"
-      apt_install python3-venv  # Debian's python3 has no venv/ensurepip without it
-      python3 -m venv "$venv" >>"$log" 2>&1 || die "python3 -m venv failed (log: $log)"
-    fi
-  fi
-  mkdir -p "$cache/dl"
-  req=$cache/dl/xgrammar-$XGR_VERSION.req.txt
-  echo "xgrammar==$XGR_VERSION --hash=sha256:$XGR_SHA256" > "$req"
-  say "downloading xgrammar==$XGR_VERSION sdist from PyPI"
-  # --no-binary only for xgrammar: the sdist's build requirements (scikit-build-core,
-  # setuptools-scm, apache-tvm-ffi), which pip needs to read its metadata, then come as wheels.
-  # With ':all:', pip builds them (Cython...) from source, which takes many minutes.
-  if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/pip" download --no-deps \
-      --no-binary xgrammar --require-hashes -r "$req" -d "$cache/dl" >>"$log" 2>&1; then
-    tail -n 30 "$log" >&2
-    die "pip download of xgrammar==$XGR_VERSION failed (log: $log)"
-  fi
-  sha_ok "$tarball" || die "sha256 mismatch for $tarball (want $XGR_SHA256)"
-  rm -rf "$venv"  # only needed to download; made again (seconds) if the tarball goes missing
-fi
+# ---- (a) fetch the pinned sdist with pip (scripts/pypi_sdist.sh) ----
+# shellcheck source=scripts/pypi_sdist.sh
+. "$repo/scripts/pypi_sdist.sh"
+tarball=$(fetch_pypi_sdist xgrammar "$XGR_VERSION" "$XGR_SHA256" "$cache" "$log") || die "could not fetch the sdist"
 
 # ---- (b) extract ----
 work=$cache/.xgrammar-$XGR_VERSION.work

@@ -1,9 +1,10 @@
-// Chat formats of the dense families (engine/chat_template.h) against transformers: every case
-// of tests/data/chat_templates/goldens.json (tools/make_chat_goldens.py: the real Hub templates
-// rendered by apply_chat_template, tokenized by the family tokenizers) byte for byte and id for
-// id, through model-directory-like temporary directories (tokenizer.json + tokenizer_config.json
-// holding the template); template recognition; the errors; stop tokens; no doubled BOS; and the
-// tokenizer_config.json rule of Tokenizer::ApplyConfig.
+// Chat templates through the Jinja engine (engine/chat_template.h) against transformers: every
+// case of tests/data/chat_templates/goldens.json (tools/make_chat_goldens.py: the real Hub
+// templates rendered by apply_chat_template, tokenized by the family tokenizers) byte for byte and
+// id for id, through model-directory-like temporary directories (tokenizer.json +
+// tokenizer_config.json holding the template); family recognition; the ChatML fallback and
+// --chat-template; the errors; stop tokens; no doubled BOS; Python's json.dumps and strip inside
+// the engine; and the tokenizer_config.json rule of Tokenizer::ApplyConfig.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,12 +12,12 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <unistd.h>
 #include <vector>
 
 #include "core/error.h"
-#include "engine/chat_formats.h"
 #include "engine/chat_template.h"
 #include "io/json_util.h"
 #include "test_util.h"
@@ -48,6 +49,11 @@ const Json& Goldens() {
 }
 
 std::string TemplateText(std::string_view kind) { return ReadText(kTemplates + "/" + std::string(kind) + ".jinja"); }
+
+// The pinned Hub template of a family, as a model directory would give it.
+ChatTemplate Family(std::string_view kind) {
+  return ChatTemplate::FromText(TemplateText(kind), std::string(kind) + ".jinja");
+}
 
 std::string FamilyDir(const std::string& variant) { return kData + "/tokenizer/families/" + variant; }
 
@@ -100,6 +106,25 @@ std::vector<ChatMessage> Messages(std::initializer_list<std::pair<const char*, c
 
 // ---- goldens ---------------------------------------------------------------------------------
 
+// The golden cases where jinja2 raises a Python error (not the template's raise_exception) and
+// llama.cpp's engine renders instead: it concatenates None or a missing key to a string as ""
+// (runtime.cpp's workaround_concat_null_with_str), as llama-server does. Every one is a malformed
+// or unusual request (a tool call without "type" or "arguments", DeepSeek-V2's null content);
+// the list is exact, so a change of the engine's behaviour shows here.
+bool Lenient(std::string_view kind, std::string_view name) {
+  static const std::set<std::pair<std::string_view, std::string_view>> kCases = {
+      {"deepseek-v2", "null_content_tool_call"}, {"deepseek-v2", "null_content_tool_call_result"},
+      {"deepseek-v2", "null_content_tool_call_result_answer"}, {"deepseek-v2", "null_content_parallel_calls"},
+      {"deepseek-v2", "two_tool_rounds"}, {"deepseek-v2", "think_after_tool_output_kept"},
+      {"deepseek-v2", "tool_call_without_type"}, {"deepseek-v2", "tool_call_without_arguments"},
+      {"deepseek-v2", "tool_call_dict_arguments"}, {"deepseek-v2", "null_content_without_calls"},
+      {"deepseek-v3", "tool_call_without_type"}, {"deepseek-v3", "tool_call_without_arguments"},
+      {"deepseek-r1", "tool_call_without_type"}, {"deepseek-r1", "tool_call_without_arguments"},
+      {"deepseek-r1", "tool_call_dict_arguments"},  // a dict concatenated to a string: its JSON text
+  };
+  return kCases.count({kind, name}) > 0;
+}
+
 class ChatGolden : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ChatGolden, MatchesTransformers) {
@@ -122,9 +147,24 @@ TEST_P(ChatGolden, MatchesTransformers) {
     const ChatOptions options = OptionsFromJson(c["options"]);
     if (c.contains("error")) {
       ++errors;
-      const std::string message = ErrorOf([&] { chat.Render(messages, options); });
-      EXPECT_NE(message.find(c["error"].get<std::string>()), std::string::npos) << name << ": " << message;
-      EXPECT_NE(message.find(kind), std::string::npos) << name << ": " << message;
+      const std::string want = c["error"].get<std::string>();
+      std::string message;
+      try {
+        chat.Render(messages, options);
+      } catch (const Error& e) {
+        message = e.what();
+      }
+      if (text.find(want) != std::string::npos) {
+        // The template's own raise_exception: the same words, on one line, naming the template.
+        EXPECT_NE(message.find(want), std::string::npos) << name << ": " << message;
+        EXPECT_NE(message.find(kind), std::string::npos) << name << ": " << message;
+      } else if (Lenient(kind, name)) {
+        // jinja2 raised a Python TypeError / UndefinedError; the engine renders (see Lenient).
+        EXPECT_EQ(message, "") << name;
+      } else {
+        EXPECT_NE(message, "") << name << ": jinja2 raised " << want;
+      }
+      EXPECT_EQ(message.find('\n'), std::string::npos) << name << ": " << message;
       continue;
     }
     ++rendered;
@@ -180,7 +220,6 @@ TEST(ChatTemplate, RecognizesTheFamilyTemplates) {
     const std::optional<ChatTemplateKind> got = RecognizeChatTemplate(TemplateText(kind));
     ASSERT_TRUE(got.has_value()) << kind;
     EXPECT_EQ(ChatTemplateKindName(*got), kind);
-    EXPECT_EQ(ParseChatTemplateKind(kind), *got);
   }
   // Revisions that keep what decides the output are still recognised (the Hub Qwen3 template
   // later tests "message.content is string"; whitespace and comments change freely).
@@ -265,27 +304,46 @@ TEST(ChatTemplate, FromModelDirFindsTheTemplateAsTransformersDoes) {
   }
 }
 
-TEST(ChatTemplate, FromModelDirErrors) {
-  {
-    ScratchDir dir("unknown");
-    MakeModelDir(dir, "qwen2", [](Json& config) { config["chat_template"] = "{{ messages }}"; });
-    const std::string message = ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); });
-    EXPECT_NE(message.find("unknown chat template in " + (dir / "tokenizer_config.json") +
-                           " (known: llama3.1, mistral-v0.3, qwen2.5, qwen3, deepseek-v2, deepseek-v3, deepseek-r1; use --raw"),
-              std::string::npos)
-        << message;
+TEST(ChatTemplate, AnyTemplateRendersAndNoneIsChatMl) {
+  {  // A template of no known family renders all the same.
+    ScratchDir dir("other");
+    MakeModelDir(dir, "qwen2", [](Json& config) {
+      config["chat_template"] = "{% for m in messages %}[{{ m.role | upper }}] {{ m.content | trim }}\n{% endfor %}"
+                                "{% if add_generation_prompt %}[ASSISTANT]{% endif %}";
+    });
+    const ChatTemplate chat = ChatTemplate::FromModelDir(dir.str());
+    EXPECT_EQ(chat.kind(), ChatTemplateKind::kOther);
+    EXPECT_EQ(chat.warning(), "");
+    EXPECT_EQ(chat.Render(Messages({{"system", " s "}, {"user", "u"}})), "[SYSTEM] s\n[USER] u\n[ASSISTANT]");
   }
-  {
+  {  // No template: ChatML, with the warning llama-server prints.
     ScratchDir dir("missing");
     MakeModelDir(dir, "qwen2", [](Json&) {});
-    const std::string message = ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); });
-    EXPECT_NE(message.find("no chat template"), std::string::npos) << message;
-    EXPECT_NE(message.find("--raw"), std::string::npos) << message;
+    const ChatTemplate chat = ChatTemplate::FromModelDir(dir.str());
+    EXPECT_EQ(chat.name(), "chatml");
+    EXPECT_NE(chat.warning().find("has no chat template"), std::string::npos) << chat.warning();
+    EXPECT_NE(chat.warning().find("using ChatML"), std::string::npos) << chat.warning();
+    EXPECT_EQ(chat.Render(Messages({{"system", "S"}, {"user", "U"}})),
+              "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+    const Tokenizer qwen = Tokenizer::FromModelDir(dir.str());
+    const int32_t im_end = qwen.RequireTokenId("<|im_end|>");
+    const Ids stops = chat.StopTokenIds(qwen, {});
+    EXPECT_NE(std::find(stops.begin(), stops.end(), im_end), stops.end());
   }
   {
     ScratchDir dir("empty");
-    EXPECT_NE(ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); }).find("no tokenizer_config.json"),
-              std::string::npos);
+    EXPECT_EQ(ChatTemplate::FromModelDir(dir.str()).name(), "chatml");
+  }
+}
+
+TEST(ChatTemplate, FromModelDirErrors) {
+  {
+    ScratchDir dir("unparsable");
+    MakeModelDir(dir, "qwen2", [](Json& config) { config["chat_template"] = "{% for m in messages %}{{ m.content }"; });
+    const std::string message = ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); });
+    EXPECT_NE(message.find(dir / "tokenizer_config.json"), std::string::npos) << message;
+    EXPECT_NE(message.find("the chat template does not parse"), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
   {
     ScratchDir dir("bad_json");
@@ -293,19 +351,56 @@ TEST(ChatTemplate, FromModelDirErrors) {
     EXPECT_NE(ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); }).find("\"chat_template\" must be a string"),
               std::string::npos);
   }
-  EXPECT_NE(ErrorOf([] { ParseChatTemplateKind("chatml"); }).find("known: llama3.1, mistral-v0.3, qwen2.5, qwen3"),
+  {
+    ScratchDir dir("not_utf8");
+    WriteText(dir / "chat_template.jinja", "{{ '\xff' }}");
+    EXPECT_NE(ErrorOf([&] { ChatTemplate::FromModelDir(dir.str()); }).find("not valid UTF-8"), std::string::npos);
+  }
+}
+
+TEST(ChatTemplate, FromOptionTakesAFileOrAName) {
+  ScratchDir dir("option");
+  MakeModelDir(dir, "llama3", [&](Json& config) { config["chat_template"] = TemplateText("llama3.1"); });
+  EXPECT_EQ(ChatTemplate::FromOption("", dir.str()).kind(), ChatTemplateKind::kLlama31);
+  const ChatTemplate chatml = ChatTemplate::FromOption("chatml", dir.str());
+  EXPECT_EQ(chatml.name(), "chatml");
+  EXPECT_EQ(chatml.bos_token(), "<|begin_of_text|>");  // the model's tokens stay
+  WriteText(dir / "mine.jinja", "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}");
+  const ChatTemplate mine = ChatTemplate::FromOption((dir / "mine.jinja"), dir.str());
+  EXPECT_EQ(mine.name(), "mine");
+  EXPECT_EQ(mine.Render(Messages({{"user", "x"}})), "<|begin_of_text|>x");
+  WriteText(dir / "t.json", Json({{"chat_template", TemplateText("qwen2.5")}}).dump());
+  EXPECT_EQ(ChatTemplate::FromOption((dir / "t.json"), dir.str()).kind(), ChatTemplateKind::kQwen25);
+  // The Hub templates llama.cpp keeps, by name.
+  const std::vector<std::string> names = ChatTemplateNames();
+  ASSERT_GE(names.size(), 50u);
+  EXPECT_EQ(names[0], "chatml");
+  EXPECT_NE(std::find(names.begin(), names.end(), "meta-llama-Llama-3.2-3B-Instruct"), names.end());
+  const ChatTemplate llama32 = ChatTemplate::FromOption("meta-llama-Llama-3.2-3B-Instruct", dir.str());
+  ChatOptions options;
+  options.now = 1767225600;  // 2026-01-01T00:00:00Z: strftime_now dates the system header
+  setenv("TZ", "UTC", 1);
+  tzset();
+  const std::string text = llama32.Render(Messages({{"user", "Hi"}}), options);
+  EXPECT_NE(text.find("Today Date: 01 Jan 2026"), std::string::npos) << text;
+  const std::string message = ErrorOf([&] { ChatTemplate::FromOption("no-such-template", dir.str()); });
+  EXPECT_NE(message.find("neither a file nor a known name"), std::string::npos) << message;
+  EXPECT_NE(ErrorOf([&] { ChatTemplate::FromOption((dir / "t.json") + "x", ""); }).find("neither a file"),
             std::string::npos);
 }
 
 // ---- errors ----------------------------------------------------------------------------------
 
 TEST(ChatTemplate, RenderErrorsAreOneLine) {
-  const ChatTemplate mistral(ChatTemplateKind::kMistralV03);
-  const ChatTemplate llama(ChatTemplateKind::kLlama31);
-  const ChatTemplate qwen(ChatTemplateKind::kQwen3);
+  const ChatTemplate mistral = Family("mistral-v0.3");
+  const ChatTemplate llama = Family("llama3.1");
+  const ChatTemplate qwen = Family("qwen3");
   std::string message = ErrorOf([&] { mistral.Render(Messages({{"user", "a"}, {"user", "b"}})); });
-  EXPECT_NE(message.find("conversation roles must alternate user/assistant/user/assistant/..."), std::string::npos);
-  EXPECT_NE(message.find("message 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("mistral-v0.3 chat template: After the optional system message, conversation roles must "
+                         "alternate user/assistant/user/assistant/... (line "),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   // A role in an assistant position passes the alternation check, then fails the role check.
   message = ErrorOf([&] { mistral.Render(Messages({{"user", "a"}, {"developer", "b"}})); });
   EXPECT_NE(message.find("Only user and assistant roles are supported"), std::string::npos) << message;
@@ -351,7 +446,7 @@ TEST(ChatTemplate, RenderErrorsAreOneLine) {
 
 TEST(ChatTemplate, RenderedPromptsHaveOneBos) {
   const Tokenizer llama = Tokenizer::FromModelDir(FamilyDir("llama3"));
-  const ChatTemplate llama_chat(ChatTemplateKind::kLlama31);
+  const ChatTemplate llama_chat = Family("llama3.1");
   const std::string text = llama_chat.Render(Messages({{"user", "Hi"}}));
   ASSERT_TRUE(text.starts_with("<|begin_of_text|>"));
   const int32_t bos = llama.RequireTokenId("<|begin_of_text|>");
@@ -363,7 +458,7 @@ TEST(ChatTemplate, RenderedPromptsHaveOneBos) {
   EXPECT_EQ(std::count(doubled.begin(), doubled.end(), bos), 2);
 
   const Tokenizer mistral = Tokenizer::FromModelDir(FamilyDir("mistral"));
-  const ChatTemplate mistral_chat(ChatTemplateKind::kMistralV03);
+  const ChatTemplate mistral_chat = Family("mistral-v0.3");
   const Ids mistral_ids = mistral_chat.RenderIds(mistral, Messages({{"user", "Hi"}}));
   EXPECT_EQ(std::count(mistral_ids.begin(), mistral_ids.end(), 1), 1);
   EXPECT_EQ(mistral_ids[0], 1);
@@ -373,7 +468,7 @@ TEST(ChatTemplate, StopTokenIds) {
   const Tokenizer llama = Tokenizer::FromModelDir(FamilyDir("llama3"));
   const int32_t end_of_text = llama.RequireTokenId("<|end_of_text|>"), eom = llama.RequireTokenId("<|eom_id|>"),
                 eot = llama.RequireTokenId("<|eot_id|>");
-  const ChatTemplate llama_chat(ChatTemplateKind::kLlama31);
+  const ChatTemplate llama_chat = Family("llama3.1");
   // Llama-3.1-8B-Instruct: generation_config [128001, 128008, 128009], config.json the same.
   const std::vector<int64_t> generation = {end_of_text, eom, eot};
   EXPECT_EQ(llama_chat.StopTokenIds(llama, generation, generation), (Ids{end_of_text, eom, eot}));
@@ -383,7 +478,7 @@ TEST(ChatTemplate, StopTokenIds) {
 
   const Tokenizer qwen = Tokenizer::FromModelDir(FamilyDir("qwen3"));
   const int32_t im_end = qwen.RequireTokenId("<|im_end|>"), endoftext = qwen.RequireTokenId("<|endoftext|>");
-  const ChatTemplate qwen_chat(ChatTemplateKind::kQwen3);
+  const ChatTemplate qwen_chat = Family("qwen3");
   // Qwen config.json has only <|im_end|>; generation_config adds <|endoftext|> (§8.5).
   const std::vector<int64_t> qwen_config = {im_end};
   EXPECT_EQ(qwen_chat.StopTokenIds(qwen, {}, qwen_config), (Ids{im_end, endoftext}));
@@ -391,7 +486,7 @@ TEST(ChatTemplate, StopTokenIds) {
   EXPECT_EQ(qwen_chat.StopTokenIds(qwen, qwen_generation, qwen_config), (Ids{endoftext, im_end}));
 
   const Tokenizer mistral = Tokenizer::FromModelDir(FamilyDir("mistral"));
-  EXPECT_EQ(ChatTemplate(ChatTemplateKind::kMistralV03).StopTokenIds(mistral, {}), Ids{2});
+  EXPECT_EQ(Family("mistral-v0.3").StopTokenIds(mistral, {}), Ids{2});
 
   const std::vector<int64_t> negative = {-1}, huge = {int64_t{1} << 40};
   EXPECT_NE(ErrorOf([&] { qwen_chat.StopTokenIds(qwen, negative); }).find("generation_config.json eos_token_id -1"),
@@ -480,19 +575,29 @@ TEST(TokenizerConfig, ApplyConfigErrorsAndSpecialTokensMap) {
 
 // ---- Python semantics ------------------------------------------------------------------------
 
+// What tojson and trim print inside the engine (scripts/patches/llama-jinja-python-compat.patch):
+// Python's json.dumps (floats as repr) and str.strip() (Unicode whitespace), as transformers'.
 TEST(ChatTemplate, PythonJsonDumpsAndStrip) {
   const Json& python = Goldens()["python"];
+  const ChatTemplate strip = ChatTemplate::FromText("{{ messages[0].content | trim }}", "strip");
+  int checked = 0;
   for (const Json& c : python["json_dumps"]) {
-    const int indent = c["indent"].is_null() ? -1 : c["indent"].get<int>();
-    EXPECT_EQ(chat_internal::PyJsonDumps(c["value"], indent), c["text"].get<std::string>()) << c.dump();
+    const ChatMessage m = Message("user", "");
+    ChatOptions options;  // the value goes in as a tool declaration
+    options.tools = Json::array({{{"function", {{"name", "f"}, {"value", c["value"]}}}}});
+    const ChatTemplate tool_dumps = ChatTemplate::FromText(
+        c["indent"].is_null() ? "{{ tools[0].function.value | tojson }}" : "{{ tools[0].function.value | tojson(indent=4) }}",
+        "dumps");
+    EXPECT_EQ(tool_dumps.Render({&m, 1}, options), c["text"].get<std::string>()) << c.dump();
+    ++checked;
   }
   for (const Json& c : python["strip"]) {
-    EXPECT_EQ(chat_internal::PyStrip(c["text"].get<std::string>()), c["stripped"].get<std::string>()) << c.dump();
+    EXPECT_EQ(strip.Render(Messages({{"user", c["text"].get<std::string>().c_str()}})), c["stripped"].get<std::string>())
+        << c.dump();
   }
-  EXPECT_GE(python["json_dumps"].size(), 40u);
-  EXPECT_EQ(chat_internal::StripNewlines("\n\na\nb\n"), "a\nb");
-  EXPECT_EQ(chat_internal::LstripNewlines("\n\n"), "");
-  EXPECT_EQ(chat_internal::CodePointCount("aé😀"), 3u);
+  EXPECT_GE(checked, 40);
+  // len() counts code points, as Python's.
+  EXPECT_EQ(ChatTemplate::FromText("{{ messages[0].content | length }}", "len").Render(Messages({{"user", "aé😀"}})), "3");
 }
 
 }  // namespace

@@ -297,11 +297,31 @@ def chat_seeds():
         for j, case in enumerate(picked[:2] + picked[-1:]):
             options = dict(case.get("options", {}))
             options["eos_token_id"] = [1, 2]
-            # The first seed of a kind carries the real template text, the others its name.
-            head = read("tests", "data", "chat_templates", kind + ".jinja") if j == 0 else kind.encode()
+            # The first seed of a kind carries the real template text, the others a name
+            # --chat-template accepts (ChatML, or a Hub template llama.cpp keeps).
+            head = read("tests", "data", "chat_templates", kind + ".jinja") if j == 0 else \
+                (b"chatml" if j == 1 else b"meta-llama-Llama-3.2-3B-Instruct")
             data = SEP.join([head, compact(case["messages"]), compact(options)])
             if len(data) <= 8192:
                 write("chat_template", "%s-%d.input" % (kind, j), data)
+    # The Hub templates of the newer families (llama.cpp's collection, extracted by
+    # scripts/setup_jinja.sh), with a conversation that calls a tool.
+    hub = os.path.join(ROOT, "build-deps", "llama-jinja-0.3.36", "templates")
+    conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"},
+                    {"role": "assistant", "content": "", "tool_calls": [
+                        {"id": "call12345", "type": "function",
+                         "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+                    {"role": "tool", "tool_call_id": "call12345", "content": "{\"temp\": 21.5}"},
+                    {"role": "user", "content": "Thanks"}]
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                              "required": ["city"]}}}]
+    for name in ["google-gemma-4-31B-it", "google-gemma-2-2b-it", "microsoft-Phi-3.5-mini-instruct",
+                 "HuggingFaceTB-SmolLM3-3B", "GLM-4.6", "Qwen3.5-4B", "meta-llama-Llama-3.2-3B-Instruct"]:
+        with open(os.path.join(hub, name + ".jinja"), "rb") as f:
+            text = f.read()
+        write("chat_template", "hub-%s.input" % name,
+              SEP.join([text, compact(conversation), compact({"tools": tools, "add_generation_prompt": True})]))
     # The template found through a tokenizer_config.json, as in a model directory.
     config = {"bos_token": "<s>", "eos_token": "</s>", "chat_template": read("tests", "data", "chat_templates", "mistral-v0.3.jinja").decode()}
     write("chat_template", "tokenizer_config.input",

@@ -58,6 +58,7 @@ struct RunArgs {
   bool no_think = false;
   bool raw = false;
   bool json = false;
+  std::string chat_template;  // --chat-template FILE|NAME ("": the model's)
   bool show_analysis = false;
   ModelArgs model_args;
   SpecArgs spec;  // --spec flags
@@ -87,6 +88,10 @@ void AddRunOptions(CLI::App* cmd, RunArgs& a) {
       ->capture_default_str()->check(CLI::IsMember({"low", "medium", "high"}));
   cmd->add_option("--developer", a.developer, "gpt-oss: developer instructions (what other tools call the system prompt)");
   cmd->add_option("--system", a.system, "chat-template families: the system message");
+  cmd->add_option("--chat-template", a.chat_template,
+                  "chat template: a .jinja file, or a name (chatml, or a Hub template `tessera info --chat-templates` lists); "
+                  "default: the model's, else ChatML");
+  cmd->add_flag("--raw", a.raw, "no chat format: the text is fed as it is and the reply printed raw");
   cmd->add_flag("--no-think", a.no_think, "Qwen3: render the prompt with enable_thinking false");
   cmd->add_flag("--show-analysis", a.show_analysis, "also print the analysis channel / <think> block (chain of thought; Qwen3, DeepSeek-R1)");
   AddModelOptions(cmd, a.model_args, "fast");
@@ -107,15 +112,21 @@ struct Session {
 
 Session Open(const RunArgs& a) {
   const SpecOptions spec = ParseSpecArgs(a.spec);  // before the (slow) load
+  if (a.raw && !a.chat_template.empty()) Fail("--raw and --chat-template exclude each other");
+  if (!a.chat_template.empty()) ChatTemplate::FromOption(a.chat_template, "");  // a bad file or name: before the load
   const ModelOptions options = ToModelOptions(a.model_args);
   auto model = Model::Load(a.model, options);
   Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
   Session s{std::move(model), std::move(tokenizer), nullptr, std::nullopt, nullptr, {}, spec};
-  if (s.model->config().model_type == "gpt_oss") {
+  if (s.model->config().model_type == "gpt_oss" && !a.raw) {
+    if (!a.chat_template.empty()) Fail("--chat-template: gpt-oss speaks harmony (engine/harmony.h), not a Jinja template");
     s.harmony = std::make_unique<HarmonyEncoding>(s.tokenizer);
   } else if (!a.raw) {
-    // The directory's template; an unknown one is a one-line error naming --raw.
-    s.chat_template = ChatTemplate::FromModelDir(s.model->path());
+    // The directory's template (ChatML when it has none, with a warning) or --chat-template's.
+    s.chat_template = ChatTemplate::FromOption(a.chat_template, s.model->path());
+    if (!s.chat_template->warning().empty() && PrintsForTheJob(options)) {
+      std::fprintf(stderr, "tessera: warning: %s\n", s.chat_template->warning().c_str());
+    }
   }
   int64_t context = a.context;
   if (context == 0) {
@@ -395,10 +406,51 @@ void RunTemplateChat(Session& s, const RunArgs& a) {
   });
 }
 
+// --raw: no chat format. The conversation is one text: each line is appended to it (with a
+// newline) and the model continues it until a stop token or -n tokens; its reply joins the text.
+void RunRawChat(Session& s, const RunArgs& a) {
+  const ModelOptions& options = s.model->options();
+  const bool prints = PrintsForTheJob(options);
+  const bool tty = isatty(STDIN_FILENO);
+  std::string transcript;
+  Sampler sampler(s.sampling);
+  if (prints) {
+    std::fprintf(stderr, "tessera chat: %s (raw text, no chat format, %d threads). /reset, /exit.\n",
+                 s.model->path().c_str(), GlobalPool().num_threads());
+  }
+  ChatLoop(options, prints, false, [&] { transcript.clear(); }, [&](const std::string& line, bool) {
+    const std::string before = transcript;
+    transcript += line + "\n";
+    const std::vector<int32_t> prompt = s.tokenizer.Encode(transcript);
+    StopCondition stop = MakeStop(s, a.n_predict);
+    try {
+      s.generator->RequireFits(static_cast<int64_t>(prompt.size()), stop.max_new_tokens());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "tessera: error: %s; /reset starts a new conversation\n", e.what());
+      transcript = before;
+      return;
+    }
+    IncrementalDecoder decoder(s.tokenizer);
+    auto emit = [&](const std::string& piece) {
+      transcript += piece;
+      std::fputs(piece.c_str(), stdout);
+      std::fflush(stdout);
+    };
+    const GenerationResult r = s.generator->Generate(prompt, sampler, stop, [&](int32_t token) {
+      if (!stop.IsStopToken(token) && s.tokenizer.Contains(token)) emit(decoder.Add(token));
+      return true;
+    }, s.spec);
+    emit(decoder.Flush());
+    std::printf("\n");
+    std::fflush(stdout);
+    if (tty && prints) PrintTimings(r, s.spec);
+  });
+}
+
 void RunChat(const RunArgs& a) {
   Session s = Open(a);
   if (s.chat_template) return RunTemplateChat(s, a);
-  if (!s.harmony) Fail("chat needs the model's chat template (--raw has none)");
+  if (a.raw) return RunRawChat(s, a);
   const ModelOptions& options = s.model->options();
   const bool prints = PrintsForTheJob(options);
   SystemContent system;
@@ -465,7 +517,6 @@ void RegisterGenerate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt (a user turn in the model's chat format by default)");
   AddRunOptions(cmd, *args);
   cmd->add_option("-p,--prompt", args->prompt, "prompt text")->required();
-  cmd->add_flag("--raw", args->raw, "feed the prompt unchanged (no chat format) and print raw output");
   cmd->add_flag("--json", args->json, "print one JSON object with text, tokens, prompt_tokens and timings");
   cmd->callback([args] { RunGenerate(*args); });
 

@@ -1,11 +1,13 @@
 // `tessera info`: detected CPU features, the chosen kernel path and the thread count.
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "cli/commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/chat_template.h"
 #include "engine/grammar.h"
 #include "kernels/kernels.h"
 #include "model/architecture.h"
@@ -15,7 +17,13 @@ namespace tessera::cli {
 
 void RegisterInfo(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "print CPU features, the kernel path and the thread count");
-  cmd->callback([] {
+  auto chat_templates = std::make_shared<bool>(false);
+  cmd->add_flag("--chat-templates", *chat_templates, "list the names --chat-template accepts, one per line");
+  cmd->callback([chat_templates] {
+    if (*chat_templates) {
+      for (const std::string& name : ChatTemplateNames()) std::printf("%s\n", name.c_str());
+      return;
+    }
     const CpuFeatures& cpu = GetCpuFeatures();
     const Isa active = ActiveIsa();
     const KernelTable& k = ActiveKernels();

@@ -12,6 +12,7 @@
 #include "cli/model_options.h"
 #include "cli/spec_options.h"
 #include "core/error.h"
+#include "engine/chat_template.h"
 #include "io/json_util.h"
 #include "model/model.h"
 #include "model/tensor_parallel.h"
@@ -39,6 +40,7 @@ struct ServeArgs {
   double grammar_timeout = 10.0;
   int64_t grammar_memory_mib = 1024;
   int64_t grammar_cache_mib = 256;
+  std::string chat_template;
   float temperature = -1.0f, top_p = -1.0f, min_p = -1.0f;
   int64_t top_k = -1;
   ModelArgs model_args;
@@ -64,6 +66,7 @@ void RunServe(const ServeArgs& a) {
     Fail("serve: --cors ", Quote(a.cors), " must be * or an origin such as http://localhost:3000");
   }
   const SpecOptions spec = ParseSpecArgs(a.spec);  // before the (slow) load
+  if (!a.chat_template.empty()) ChatTemplate::FromOption(a.chat_template, "");  // a bad file or name: before the load
   if (spec.method == SpecMethod::kNone && a.spec_rows_opt->count() > 0) Fail("--spec-rows needs --spec ngram");
   // Block the shutdown signals in every thread; one thread waits for them.
   sigset_t signals;
@@ -104,6 +107,7 @@ void RunServe(const ServeArgs& a) {
   so.grammar_timeout_seconds = a.grammar_timeout;
   so.grammar_memory_bytes = static_cast<size_t>(a.grammar_memory_mib) << 20;
   so.grammar_cache_bytes = static_cast<size_t>(a.grammar_cache_mib) << 20;
+  so.chat_template = a.chat_template;
   so.defaults = SamplingParamsFromGenerationConfig(model->generation_config(), 0);
   if (a.temperature >= 0) so.defaults.temperature = a.temperature;
   if (a.top_p >= 0) so.defaults.top_p = a.top_p;
@@ -164,6 +168,9 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--grammar-memory", args->grammar_memory_mib, "MiB of heap one grammar compile may use (beyond that: 400)")
       ->capture_default_str();
   cmd->add_option("--grammar-cache", args->grammar_cache_mib, "MiB of compiled grammars kept for reuse")->capture_default_str();
+  cmd->add_option("--chat-template", args->chat_template,
+                  "chat template: a .jinja file, or a name (chatml, or a Hub template `tessera info --chat-templates` lists); "
+                  "default: the model's, else ChatML");
   cmd->add_option("--cors", args->cors,
                   "answer browsers' cross-origin requests from this origin (* for any): CORS headers and preflights");
   cmd->add_option("--temp", args->temperature, "default temperature (default: generation_config.json's)");

@@ -4,9 +4,10 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <iostream>
 
 #include "core/error.h"
-#include "engine/chat_formats.h"
+#include "engine/jinja_template.h"
 #include "io/gguf.h"
 #include "io/json_util.h"
 #include "tokenizer/gguf_vocab.h"
@@ -22,11 +23,20 @@ using Json = nlohmann::ordered_json;
 // The Hub templates are 2 to 20 KB; a larger file is not a chat template.
 constexpr size_t kMaxChatTemplateBytes = size_t{1} << 20;
 
-constexpr std::array<ChatTemplateKind, 7> kKinds = {
-    ChatTemplateKind::kLlama31,     ChatTemplateKind::kMistralV03, ChatTemplateKind::kQwen25,
-    ChatTemplateKind::kQwen3,       ChatTemplateKind::kDeepseekV2, ChatTemplateKind::kDeepseekV3,
-    ChatTemplateKind::kDeepseekR1};
-constexpr std::string_view kKnownKinds = "llama3.1, mistral-v0.3, qwen2.5, qwen3, deepseek-v2, deepseek-v3, deepseek-r1";
+// ChatML as the Hugging Face documentation writes it; what a model without a template gets
+// (llama-server's fallback too).
+constexpr std::string_view kChatMl =
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+// Tokens that end an assistant turn in the templates of the other families; those a template
+// writes are its turn ends (Gemma 2/3 <end_of_turn>, Gemma 4 <turn|>, Phi <|end|>, GLM <|user|>
+// and <|observation|>, ChatML <|im_end|>, ...).
+constexpr std::array<std::string_view, 11> kTurnEnds = {
+    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<turn|>",
+    "<|end|>",    "<|user|>",   "<|observation|>", "</s>", "<｜end▁of▁sentence｜>"};
 
 bool IsDeepseek(ChatTemplateKind kind) {
   return kind == ChatTemplateKind::kDeepseekV2 || kind == ChatTemplateKind::kDeepseekV3 ||
@@ -97,9 +107,12 @@ std::vector<ChatMessage> Normalize(std::span<const ChatMessage> messages, const 
   if (!options.tools.is_null()) {
     if (!options.tools.is_array()) Fail("chat tools must be an array (got ", JsonKindName(options.tools), ")");
     for (size_t t = 0; t < options.tools.size(); ++t) {
-      if (!options.tools[t].is_object()) {
-        Fail("chat tool ", t, " must be an object (got ", JsonKindName(options.tools[t]), ")");
-      }
+      const Json& tool = options.tools[t];
+      if (!tool.is_object()) Fail("chat tool ", t, " must be an object (got ", JsonKindName(tool), ")");
+      const auto function = tool.find("function");
+      if (function == tool.end() || !function->is_object()) Fail("chat tool ", t, " has no \"function\" object");
+      const auto name = function->find("name");
+      if (name == function->end() || !name->is_string()) Fail("chat tool ", t, ": its function has no string \"name\"");
     }
   }
   if (utf8::FindInvalid(options.date_string) != options.date_string.size()) Fail("chat date_string is not valid UTF-8");
@@ -121,8 +134,17 @@ std::vector<ChatMessage> Normalize(std::span<const ChatMessage> messages, const 
       if (!call.is_object()) {
         Fail("chat message ", i, ": tool call ", c, " must be an object (got ", JsonKindName(call), ")");
       }
+      // OpenAI's schema (and vLLM's check of it): a call names its function; jinja2 and the
+      // engine would render a missing one differently (an error there, "" here).
       const auto function = call.find("function");
-      if (!parse_arguments || m.role != "assistant" || function == call.end() || !function->is_object()) continue;
+      if (function == call.end() || !function->is_object()) {
+        Fail("chat message ", i, ": tool call ", c, " has no \"function\" object");
+      }
+      const auto name = function->find("name");
+      if (name == function->end() || !name->is_string()) {
+        Fail("chat message ", i, ": tool call ", c, ": its function has no string \"name\"");
+      }
+      if (!parse_arguments || m.role != "assistant") continue;
       // vLLM: "if content := item['function'].get('arguments'): json.loads(content) else {}".
       Json& arguments = (*function)["arguments"];
       if (arguments.is_null() || (arguments.is_string() && arguments.get_ref<const std::string&>().empty())) {
@@ -151,15 +173,9 @@ std::string_view ChatTemplateKindName(ChatTemplateKind kind) {
     case ChatTemplateKind::kDeepseekV2: return "deepseek-v2";
     case ChatTemplateKind::kDeepseekV3: return "deepseek-v3";
     case ChatTemplateKind::kDeepseekR1: return "deepseek-r1";
+    case ChatTemplateKind::kOther: return "other";
   }
   return "?";
-}
-
-ChatTemplateKind ParseChatTemplateKind(std::string_view name) {
-  for (const ChatTemplateKind kind : kKinds) {
-    if (ChatTemplateKindName(kind) == name) return kind;
-  }
-  Fail("unknown chat template ", Quote(name), " (known: ", kKnownKinds, ")");
 }
 
 std::optional<ChatTemplateKind> RecognizeChatTemplate(std::string_view text) {
@@ -173,35 +189,39 @@ std::optional<ChatTemplateKind> RecognizeChatTemplate(std::string_view text) {
   return std::nullopt;
 }
 
-ChatTemplate::ChatTemplate(ChatTemplateKind kind) : kind_(kind) {
+// The usual BOS/EOS texts of a family's tokenizer, for a template given without its
+// tokenizer_config.json.
+std::pair<std::string, std::string> FamilyBosEos(ChatTemplateKind kind) {
   switch (kind) {
-    case ChatTemplateKind::kLlama31:
-      bos_token_ = "<|begin_of_text|>";
-      eos_token_ = "<|eot_id|>";
-      break;
-    case ChatTemplateKind::kMistralV03:
-      bos_token_ = "<s>";
-      eos_token_ = "</s>";
-      break;
+    case ChatTemplateKind::kLlama31: return {"<|begin_of_text|>", "<|eot_id|>"};
+    case ChatTemplateKind::kMistralV03: return {"<s>", "</s>"};
     case ChatTemplateKind::kQwen25:
-    case ChatTemplateKind::kQwen3:
-      eos_token_ = "<|im_end|>";  // Qwen's tokenizer_config has bos_token null
-      break;
+    case ChatTemplateKind::kQwen3: return {"", "<|im_end|>"};  // Qwen's tokenizer_config has bos_token null
     case ChatTemplateKind::kDeepseekV2:
     case ChatTemplateKind::kDeepseekV3:
-    case ChatTemplateKind::kDeepseekR1:
-      bos_token_ = "<｜begin▁of▁sentence｜>";
-      eos_token_ = "<｜end▁of▁sentence｜>";
-      break;
+    case ChatTemplateKind::kDeepseekR1: return {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"};
+    case ChatTemplateKind::kOther: break;
   }
+  return {"", ""};
+}
+
+ChatTemplate::ChatTemplate(std::shared_ptr<const JinjaTemplate> jinja, ChatTemplateKind kind, std::string name)
+    : jinja_(std::move(jinja)), kind_(kind), name_(std::move(name)) {
+  std::tie(bos_token_, eos_token_) = FamilyBosEos(kind_);
 }
 
 ChatTemplate ChatTemplate::FromText(std::string_view text, const std::string& source, const TokenizerConfig* config) {
-  const std::optional<ChatTemplateKind> kind = RecognizeChatTemplate(text);
-  if (!kind) {
-    Fail("unknown chat template in ", source, " (known: ", kKnownKinds, "; use --raw to send the prompt untemplated)");
+  if (text.size() > kMaxChatTemplateBytes) Fail(source, ": the chat template is ", text.size(), " bytes (at most ", kMaxChatTemplateBytes, ")");
+  if (utf8::FindInvalid(text) != text.size()) Fail(source, ": the chat template is not valid UTF-8");
+  const ChatTemplateKind kind = RecognizeChatTemplate(text).value_or(ChatTemplateKind::kOther);
+  std::string name = kind != ChatTemplateKind::kOther ? std::string(ChatTemplateKindName(kind)) : "jinja";
+  std::shared_ptr<const JinjaTemplate> jinja;
+  try {
+    jinja = std::make_shared<const JinjaTemplate>(text, source);
+  } catch (const Error& e) {
+    Fail(e.what(), " (--chat-template FILE|NAME replaces it; --raw sends the prompt untemplated)");
   }
-  ChatTemplate chat(*kind);
+  ChatTemplate chat(std::move(jinja), kind, std::move(name));
   if (config != nullptr) {
     if (config->bos_token.content) chat.bos_token_ = *config->bos_token.content;
     if (config->eos_token.content) chat.eos_token_ = *config->eos_token.content;
@@ -209,11 +229,66 @@ ChatTemplate ChatTemplate::FromText(std::string_view text, const std::string& so
   return chat;
 }
 
+const std::string& ChatTemplate::text() const { return jinja_->text(); }
+
+std::vector<std::string> ChatTemplateNames() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(TESSERA_JINJA_TEMPLATES, ec)) {
+    if (entry.path().extension() == ".jinja") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  names.insert(names.begin(), "chatml");
+  return names;
+}
+
+ChatTemplate ChatTemplate::FromOption(const std::string& option, const std::string& dir) {
+  if (option.empty()) return FromModelDir(dir);
+  // The model's BOS/EOS texts, which the replacement template writes.
+  std::optional<TokenizerConfig> config;
+  if (IsGgufPath(dir)) {
+    config = GgufTokenizerConfig(*GgufFile::Open(dir));
+  } else if (!dir.empty()) {
+    config = LoadTokenizerConfig(dir);
+  }
+  const TokenizerConfig* model_config = config ? &*config : nullptr;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(option, ec)) {
+    const std::string text = ReadBoundedFile(option, kMaxChatTemplateBytes);
+    if (std::filesystem::path(option).extension() == ".json") {
+      const nlohmann::json file = ParseJsonText(text, option);
+      if (!file.is_object() || !file.contains("chat_template") || !file["chat_template"].is_string()) {
+        Fail(option, ": expected an object with a string \"chat_template\"");
+      }
+      return FromText(file["chat_template"].get<std::string>(), option, model_config);
+    }
+    ChatTemplate chat = FromText(text, option, model_config);
+    if (chat.kind_ == ChatTemplateKind::kOther) chat.name_ = std::filesystem::path(option).stem().string();
+    return chat;
+  }
+  if (option == "chatml") {
+    ChatTemplate chat = FromText(kChatMl, "chatml", model_config);
+    chat.name_ = "chatml";
+    return chat;
+  }
+  const std::vector<std::string> names = ChatTemplateNames();
+  if (std::find(names.begin(), names.end(), option) == names.end()) {
+    Fail("--chat-template ", Quote(option), " is neither a file nor a known name (",
+         names.size(), " names: chatml, ", names.size() > 1 ? names[1] : "", ", ...; `tessera info --chat-templates` lists them)");
+  }
+  const std::string path = std::string(TESSERA_JINJA_TEMPLATES) + "/" + option + ".jinja";
+  ChatTemplate chat = FromText(ReadBoundedFile(path, kMaxChatTemplateBytes), path, model_config);
+  if (chat.kind_ == ChatTemplateKind::kOther) chat.name_ = option;
+  return chat;
+}
+
 ChatTemplate ChatTemplate::FromModelDir(const std::string& dir) {
   if (IsGgufPath(dir)) {  // tokenizer.chat_template in a GGUF file's metadata
     const TokenizerConfig config = GgufTokenizerConfig(*GgufFile::Open(dir));
     if (config.chat_template.empty()) {
-      Fail(dir, ": no chat template (no tokenizer.chat_template; use --raw to send the prompt untemplated)");
+      ChatTemplate chat = FromOption("chatml", dir);
+      chat.warning_ = StrCat(dir, " has no chat template (no tokenizer.chat_template): using ChatML");
+      return chat;
     }
     return FromText(config.chat_template, dir, &config);
   }
@@ -235,25 +310,45 @@ ChatTemplate ChatTemplate::FromModelDir(const std::string& dir) {
     }
     return FromText(file["chat_template"].get<std::string>(), json_path, config ? &*config : nullptr);
   }
-  Fail(dir, ": no chat template (no chat_template.jinja, and ",
-       config ? "tokenizer_config.json has no \"chat_template\"" : "no tokenizer_config.json",
-       "; use --raw to send the prompt untemplated)");
+  ChatTemplate chat = FromOption("chatml", dir);
+  chat.warning_ = StrCat(dir, " has no chat template (no chat_template.jinja, and ",
+                         config ? "tokenizer_config.json has no \"chat_template\"" : "no tokenizer_config.json",
+                         "): using ChatML");
+  return chat;
 }
 
+namespace {
+
+// A message as transformers passes it to the template: only the keys the client gave.
+Json MessageJson(const ChatMessage& m) {
+  Json j = Json::object();
+  j["role"] = m.role;
+  j["content"] = m.content_null ? Json(nullptr) : Json(m.content);
+  if (m.reasoning) j["reasoning_content"] = *m.reasoning;
+  if (!m.tool_calls.is_null()) j["tool_calls"] = m.tool_calls;
+  if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
+  if (!m.name.empty()) j["name"] = m.name;
+  return j;
+}
+
+}  // namespace
+
 std::string ChatTemplate::Render(std::span<const ChatMessage> messages, const ChatOptions& options) const {
-  const std::vector<ChatMessage> normalized = Normalize(messages, options, name(), !IsDeepseek(kind_));
-  const chat_internal::RenderInput in{normalized, options, bos_token_, eos_token_};
-  switch (kind_) {
-    case ChatTemplateKind::kLlama31: return chat_internal::RenderLlama31(in);
-    case ChatTemplateKind::kMistralV03: return chat_internal::RenderMistralV03(in);
-    case ChatTemplateKind::kQwen25: return chat_internal::RenderQwen25(in);
-    case ChatTemplateKind::kQwen3: return chat_internal::RenderQwen3(in);
-    case ChatTemplateKind::kDeepseekV2: return chat_internal::RenderDeepseekV2(in);
-    case ChatTemplateKind::kDeepseekV3: return chat_internal::RenderDeepseekV3(in);
-    case ChatTemplateKind::kDeepseekR1: return chat_internal::RenderDeepseekR1(in);
+  const std::vector<ChatMessage> normalized = Normalize(messages, options, name_, !IsDeepseek(kind_));
+  Json globals = Json::object();
+  Json& list = globals["messages"] = Json::array();
+  for (const ChatMessage& m : normalized) list.push_back(MessageJson(m));
+  if (!options.tools.is_null()) globals["tools"] = options.tools;
+  globals["add_generation_prompt"] = options.add_generation_prompt;
+  globals["enable_thinking"] = options.enable_thinking;
+  globals["bos_token"] = bos_token_;
+  globals["eos_token"] = eos_token_;
+  if (!options.date_string.empty()) globals["date_string"] = options.date_string;
+  try {
+    return jinja_->Render(globals, options.now != 0 ? options.now : std::time(nullptr));
+  } catch (const Error& e) {
+    Fail(name_, " chat template: ", e.what());
   }
-  TESSERA_CHECK(false);
-  return {};
 }
 
 std::vector<int32_t> ChatTemplate::Encode(const Tokenizer& tokenizer, std::string_view rendered) const {
@@ -274,14 +369,36 @@ std::vector<std::string_view> ChatTemplate::TurnEndTokens() const {
     case ChatTemplateKind::kDeepseekV2:
     case ChatTemplateKind::kDeepseekV3:
     case ChatTemplateKind::kDeepseekR1: return {"<｜end▁of▁sentence｜>"};
+    case ChatTemplateKind::kOther: break;
   }
-  return {};
+  std::vector<std::string_view> tokens;
+  for (const std::string_view token : kTurnEnds) {
+    if (text().find(token) != std::string::npos) tokens.push_back(token);
+  }
+  return tokens;
 }
 
 ReplyThinking ChatTemplate::Thinking(bool enable_thinking) const {
-  if (kind_ == ChatTemplateKind::kQwen3 && enable_thinking) return ReplyThinking::kMayOpen;
   if (kind_ == ChatTemplateKind::kDeepseekR1) return ReplyThinking::kOpen;
-  return ReplyThinking::kNone;
+  if (kind_ != ChatTemplateKind::kOther) {
+    return kind_ == ChatTemplateKind::kQwen3 && enable_thinking ? ReplyThinking::kMayOpen : ReplyThinking::kNone;
+  }
+  if (text().find("</think>") == std::string::npos) return ReplyThinking::kNone;
+  // Does the generation prompt open the block itself? Ask the template with one user turn.
+  ChatMessage probe;
+  probe.role = "user";
+  probe.content = "x";
+  ChatOptions options;
+  options.enable_thinking = enable_thinking;
+  std::string prompt;
+  try {
+    prompt = Render({&probe, 1}, options);
+  } catch (const Error&) {
+    return enable_thinking ? ReplyThinking::kMayOpen : ReplyThinking::kNone;
+  }
+  while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' ')) prompt.pop_back();
+  if (prompt.ends_with("<think>")) return ReplyThinking::kOpen;
+  return enable_thinking ? ReplyThinking::kMayOpen : ReplyThinking::kNone;
 }
 
 std::vector<int32_t> ChatTemplate::StopTokenIds(const Tokenizer& tokenizer,

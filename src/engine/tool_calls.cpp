@@ -1,6 +1,7 @@
 #include "engine/tool_calls.h"
 
 #include <algorithm>
+#include <array>
 
 #include "core/error.h"
 #include "io/json_util.h"
@@ -41,7 +42,32 @@ ToolCallFormat ToolCallFormatOf(ChatTemplateKind kind) {
     case ChatTemplateKind::kMistralV03: return ToolCallFormat::kMistral;
     case ChatTemplateKind::kDeepseekV3:
     case ChatTemplateKind::kDeepseekR1: return ToolCallFormat::kDeepseek;
-    case ChatTemplateKind::kDeepseekV2: return ToolCallFormat::kNone;
+    case ChatTemplateKind::kDeepseekV2:
+    case ChatTemplateKind::kOther: return ToolCallFormat::kNone;
+  }
+  return ToolCallFormat::kNone;
+}
+
+ToolCallFormat ToolCallFormatOf(const ChatTemplate& chat) {
+  if (chat.kind() != ChatTemplateKind::kOther) return ToolCallFormatOf(chat.kind());
+  // Other templates, by the call syntax they show the model; the first row whose texts the
+  // template all has decides. Qwen3.5 / Qwen3-Coder's XML calls (<function=NAME><parameter=...>)
+  // are not parsed yet: their replies stay content.
+  struct Row {
+    ToolCallFormat format;
+    std::array<std::string_view, 2> texts;
+  };
+  static constexpr std::array<Row, 4> kRows = {{
+      {ToolCallFormat::kNone, {"<tool_call>", "<function="}},
+      {ToolCallFormat::kHermes, {"<tool_call>", "</tool_call>"}},
+      {ToolCallFormat::kLlamaJson, {"<|start_header_id|>", "\"parameters\": "}},
+      {ToolCallFormat::kMistral, {"[TOOL_CALLS]", "[AVAILABLE_TOOLS]"}},
+  }};
+  const std::string& text = chat.text();
+  for (const Row& row : kRows) {
+    if (std::all_of(row.texts.begin(), row.texts.end(), [&](std::string_view t) { return text.find(t) != std::string::npos; })) {
+      return row.format;
+    }
   }
   return ToolCallFormat::kNone;
 }

@@ -28,6 +28,8 @@ namespace tessera {
 enum class ToolCallFormat { kNone, kHermes, kLlamaJson, kMistral, kDeepseek };
 // The format the family's template asks for.
 ToolCallFormat ToolCallFormatOf(ChatTemplateKind kind);
+// The same for a template, recognised by the syntax it shows when it is no known family.
+ToolCallFormat ToolCallFormatOf(const ChatTemplate& chat);
 // The marker text of kMistral calls (the [TOOL_CALLS] token's content).
 inline constexpr std::string_view kMistralToolCallsMarker = "[TOOL_CALLS]";
 // kDeepseek's markers.

@@ -74,7 +74,7 @@ struct ApiServer::InFlight {
 ApiServer::ApiServer(const Model& model, const Tokenizer& tokenizer, BatchEngine& engine, ServerOptions options)
     : engine_(engine),
       options_(std::move(options)),
-      format_(model, tokenizer),
+      format_(model, tokenizer, options.chat_template),
       http_(std::make_unique<HttpTransport>()),
       metrics_(std::make_unique<Metrics>()),
       in_flight_(std::make_shared<InFlight>()) {

@@ -49,6 +49,7 @@ struct ServerOptions {
   double grammar_timeout_seconds = 10.0;
   size_t grammar_memory_bytes = size_t{1} << 30;
   size_t grammar_cache_bytes = size_t{256} << 20;
+  std::string chat_template;    // --chat-template FILE|NAME; "" is the model's (ChatTemplate::FromOption)
 };
 
 class ApiServer {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 
@@ -360,25 +361,32 @@ const GrammarVocabulary* ChatFormat::grammar_vocabulary() const {
   return grammar_.get();
 }
 
-ChatFormat::ChatFormat(const Model& model, const Tokenizer& tokenizer)
+ChatFormat::ChatFormat(const Model& model, const Tokenizer& tokenizer, const std::string& chat_template)
     : tokenizer_(&tokenizer), model_vocab_(model.config().vocab_size) {
   text_stops_ = ModelEos(model);
   if (model.config().model_type == "gpt_oss") {
+    if (!chat_template.empty()) Fail("--chat-template: gpt-oss speaks harmony (engine/harmony.h), not a Jinja template");
     harmony_ = std::make_unique<HarmonyEncoding>(tokenizer);
     chat_stops_ = harmony_->AssistantStopTokens();
     return;
   }
-  try {
-    chat_template_ = ChatTemplate::FromModelDir(model.path());
-    chat_stops_ = chat_template_->StopTokenIds(tokenizer, model.generation_config().eos_token_ids,
-                                               model.config().eos_token_ids);
-  } catch (const Error&) {
-    chat_template_.reset();  // no known template: completions only
+  if (!chat_template.empty()) {
+    chat_template_ = ChatTemplate::FromOption(chat_template, model.path());
+  } else {
+    try {
+      chat_template_ = ChatTemplate::FromModelDir(model.path());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "serve: warning: %s; /v1/chat/completions is off (use --chat-template)\n", e.what());
+      return;
+    }
   }
+  if (!chat_template_->warning().empty()) std::fprintf(stderr, "serve: warning: %s\n", chat_template_->warning().c_str());
+  chat_stops_ = chat_template_->StopTokenIds(tokenizer, model.generation_config().eos_token_ids,
+                                             model.config().eos_token_ids);
 }
 
 ToolCallFormat ChatFormat::tool_format() const {
-  return chat_template_ ? ToolCallFormatOf(chat_template_->kind()) : ToolCallFormat::kNone;
+  return chat_template_ ? ToolCallFormatOf(*chat_template_) : ToolCallFormat::kNone;
 }
 
 ReplyThinking ChatFormat::thinking(bool enable_thinking) const {

@@ -103,9 +103,11 @@ ChatRequestData MapChatRequest(const ApiJson& body);
 
 class ChatFormat {
  public:
-  // harmony for gpt-oss; otherwise the directory's chat template (a model without a known one
-  // serves /v1/completions only: chat requests get a 400 saying so).
-  ChatFormat(const Model& model, const Tokenizer& tokenizer);
+  // harmony for gpt-oss; otherwise `chat_template` (ChatTemplate::FromOption: "" is the
+  // model's own, ChatML when it has none, with a warning on stderr). Throws for a --chat-template
+  // that cannot be used; a model template that does not parse leaves /v1/completions only (chat
+  // requests get a 400 saying so) after a warning.
+  ChatFormat(const Model& model, const Tokenizer& tokenizer, const std::string& chat_template = "");
 
   bool harmony() const { return harmony_ != nullptr; }
   bool has_chat() const { return harmony_ || chat_template_.has_value(); }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The dense families and Qwen3-MoE through the CLI (issue 14 point 8): synth, inspect, generate and
 # chat in each family's chat template (tests/data/chat_templates) with a small tokenizer of the
-# family's pipeline (tests/data/tokenizer/families), --spec ngram, logits and bench, and the
-# one-line errors for an unknown template (--raw still works).
+# family's pipeline (tests/data/tokenizer/families), --spec ngram, logits and bench; any template
+# through the Jinja engine, the one-line error for one that does not parse, --chat-template,
+# chat --raw and the ChatML fallback.
 # Usage: families.sh <tessera-binary> <source-dir>
 set -u
 source "$(dirname "$0")/lib/common.bash" "$@"
@@ -41,11 +42,29 @@ run_ok "qwen3 --no-think" "$BIN" generate -m "$M" -p "Hi" -n 1 --temp 0 --json -
 without=$(sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$WORK/out")
 [ "${without:-0}" -gt "${with:-0}" ] || fail "--no-think did not add the empty think block ($with vs $without)"
 
-# An unknown template is one line naming --raw; --raw ignores it.
-echo '{{ messages }}' >"$M/chat_template.jinja"
-run_err "unknown template" "unknown chat template" "$BIN" generate -m "$M" -p "Hi" -n 2
-grep -q -- "--raw" "$WORK/err" || fail "the unknown-template error does not name --raw"
-run_ok "unknown template, --raw" "$BIN" generate -m "$M" -p "Hi" -n 2 --raw
+# Any template renders through the Jinja engine; one that does not parse is one line naming
+# --chat-template and --raw, which both get past it.
+printf '%s' '{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>' >"$M/chat_template.jinja"
+run_ok "any template" "$BIN" generate -m "$M" -p "Hi" -n 2 --temp 0 --json
+echo '{% for m in messages %}{{ m.content }' >"$M/chat_template.jinja"
+run_err "unparsable template" "the chat template does not parse" "$BIN" generate -m "$M" -p "Hi" -n 2
+grep -q -- "--chat-template" "$WORK/err" || fail "the parse error does not name --chat-template"
+[ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "the parse error is not one line: $(cat "$WORK/err")"
+run_ok "unparsable template, --raw" "$BIN" generate -m "$M" -p "Hi" -n 2 --raw
+run_ok "unparsable template, --chat-template chatml" "$BIN" generate -m "$M" -p "Hi" -n 2 --chat-template chatml
+printf 'Hi\n' >"$WORK/hi.txt"
+run_ok "chat --raw" sh -c "printf 'Hi\nAgain\n/exit\n' | '$BIN' chat -m '$M' -n 4 --temp 0 --raw"
+[ "$(wc -l <"$WORK/out")" -ge 2 ] || fail "chat --raw printed fewer than two replies"
+run_err "unknown --chat-template" "neither a file nor a known name" "$BIN" generate -m "$M" -p "Hi" -n 2 --chat-template nope
+# No template at all: ChatML, with a warning (llama-server's rule).
+rm "$M/chat_template.jinja"
+python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c.pop('chat_template', None); json.dump(c, open(p, 'w'))" \
+  "$M/tokenizer_config.json"
+run_ok "no template: ChatML" "$BIN" generate -m "$M" -p "Hi" -n 2 --temp 0
+grep -q "using ChatML" "$WORK/err" || fail "no warning about the ChatML fallback: $(cat "$WORK/err")"
+run_ok "names" "$BIN" info --chat-templates
+grep -qx "chatml" "$WORK/out" || fail "info --chat-templates does not list chatml"
+grep -qx "google-gemma-2-2b-it" "$WORK/out" || fail "info --chat-templates does not list the Hub templates"
 
 # A real-size family preset validates without writing 16 GB: inspect of the config alone.
 run_err "unknown model_type" "supported: deepseek_v2, deepseek_v3, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe" \

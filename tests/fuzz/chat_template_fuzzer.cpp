@@ -1,19 +1,20 @@
-// Fuzz target of chat-template rendering (issue 44 point 6): the family renderers of
-// engine/chat_template.h (Llama 3.1, Mistral v0.3, Qwen2.5, Qwen3, DeepSeek V2/V3/R1; no Jinja
-// engine runs, the template text is recognised). The input is split at fuzz::kSeparator lines:
+// Fuzz target of chat-template rendering (issue 44 point 6, issue 45 point 1): the Jinja engine
+// (engine/jinja_template.h, llama.cpp's common/jinja compiled with our sanitizers) on template
+// text and conversations, and ChatTemplate's checks around it. The input is split at
+// fuzz::kSeparator lines:
 //   1. the template: a tokenizer_config.json (text starting with '{"', written alone into a scratch
-//      model directory and found as ChatTemplate::FromModelDir finds it), a kind's name
-//      ("qwen3"), or template text (ChatTemplate::FromText); an unrecognised template is
-//      refused, as it is for a model;
+//      model directory and found as ChatTemplate::FromModelDir finds it), a --chat-template name
+//      ("chatml", "google-gemma-2-2b-it"), or template text (ChatTemplate::FromText);
 //   2. the messages as JSON: an array of objects whose "role", "content" (a string; null or
 //      absent is content_null; anything else its JSON text), "reasoning_content",
 //      "tool_calls" (any JSON: Render checks it), "tool_call_id" and "name" become ChatMessages;
 //   3. the options as JSON: add_generation_prompt, enable_thinking, tools (any JSON),
 //      date_string, and eos_token_id (ids for StopTokenIds: an int or a list).
-// The prompt is rendered, encoded with the family's tokenizer (tests/data/tokenizer/families),
-// and the stop ids are computed. tessera::Error (a template's raise, malformed tools) is an answer.
-// Seeds: tests/fuzz/corpus/chat_template (the pinned Hub templates of tests/data/chat_templates
-// and conversations of its goldens).
+// The prompt is rendered, encoded with a family tokenizer (tests/data/tokenizer/families), and
+// the stop ids are computed. tessera::Error (a template's raise, a parse error, malformed tools)
+// is an answer. Seeds: tests/fuzz/corpus/chat_template (tools/make_fuzz_seeds.py: the pinned Hub
+// templates of tests/data/chat_templates, newer families' Hub templates from llama.cpp's
+// collection, and conversations of the goldens).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -59,6 +60,10 @@ const Tokenizer& TokenizerFor(ChatTemplateKind kind) {
       static const Tokenizer* t = load("qwen3");
       return *t;
     }
+    case ChatTemplateKind::kOther: {
+      static const Tokenizer* t = load("qwen3");
+      return *t;
+    }
     case ChatTemplateKind::kDeepseekV2:
     case ChatTemplateKind::kDeepseekV3:
     case ChatTemplateKind::kDeepseekR1: break;
@@ -76,8 +81,9 @@ std::optional<ChatTemplate> LoadTemplate(std::string_view text) {
       Scratch().Clear();
       Scratch().Write("tokenizer_config.json", text);
       chat = ChatTemplate::FromModelDir(Scratch().str());
-    } else if (text.size() <= 16 && text.find('{') == std::string_view::npos) {
-      chat = ChatTemplate(ParseChatTemplateKind(text));
+    } else if (text.size() <= 64 && text.find('{') == std::string_view::npos &&
+               text.find('/') == std::string_view::npos) {
+      chat = ChatTemplate::FromOption(std::string(text), "");
     } else {
       chat = ChatTemplate::FromText(text, "chat_template.jinja");
     }

@@ -78,7 +78,8 @@ TEST_P(DenseGolden, FastPathStaysClose) {
 
 INSTANTIATE_TEST_SUITE_P(Families, DenseGolden,
                          ::testing::Values("llama_a", "llama_b", "mistral_a", "mistral_b", "qwen2_a", "qwen2_b",
-                                           "qwen3_a", "qwen3_b", "qwen3_moe_a", "qwen3_moe_b"));
+                                           "qwen3_a", "qwen3_b", "qwen3_moe_a", "qwen3_moe_b", "gemma3_a", "gemma3_b",
+                                           "gemma3_mm"));
 
 // The row each model_type resolves to, and the layer plans HF derives from the configs.
 TEST(Architecture, RowsAndLayerPlansFollowTheConfigs) {
@@ -115,13 +116,37 @@ TEST(Architecture, RowsAndLayerPlansFollowTheConfigs) {
   EXPECT_FALSE(moe_b.norm_topk_prob);
   // Qwen3 v5 spelling: rope_parameters and dtype read as v4's rope_theta.
   EXPECT_EQ(load("qwen3_b").rope_theta, 1e6);
+  // Gemma 3 (families-2026.md): sliding_window_pattern 6 (5 local, 1 global); an explicit
+  // layer_types wins; the multimodal config's text_config with Gemma3TextConfig's defaults
+  // (query_pre_attn_scalar 256, the default pattern) and the text model's tensors unwrapped.
+  const ModelConfig g3a = load("gemma3_a"), g3b = load("gemma3_b"), g3mm = load("gemma3_mm");
+  const Architecture& gemma = ArchitectureOf(g3a);
+  for (int64_t l = 0; l < 6; ++l) EXPECT_EQ(PlanLayer(gemma, g3a, l).sliding, l != 5) << l;
+  EXPECT_FALSE(PlanLayer(gemma, g3b, 0).sliding);
+  EXPECT_TRUE(PlanLayer(gemma, g3b, 1).sliding);
+  EXPECT_EQ(g3a.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_TRUE(g3a.tie_word_embeddings);
+  EXPECT_EQ(g3a.query_pre_attn_scalar, 24.0);
+  EXPECT_EQ(g3a.rope_local_base_freq, 10000.0);
+  EXPECT_EQ(g3mm.model_type, "gemma3_text");
+  EXPECT_EQ(g3mm.multimodal_type, "gemma3");
+  EXPECT_EQ(g3mm.query_pre_attn_scalar, 256.0);
+  EXPECT_EQ(g3mm.max_position_embeddings, 131072);
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(PlanLayer(gemma, g3mm, l).sliding, l != 5) << l;
+  const WeightStore store = WeightStore::Open(kDir + "gemma3_mm");
+  EXPECT_TRUE(store.Find("model.layers.6.post_feedforward_layernorm.weight").has_value());
+  EXPECT_FALSE(store.Find("language_model.model.norm.weight").has_value());
+  ASSERT_FALSE(store.set_aside().empty());
+  for (const std::string& name : store.set_aside()) {
+    EXPECT_TRUE(name.starts_with("vision_tower.") || name.starts_with("multi_modal_projector.")) << name;
+  }
 }
 
 TEST(Architecture, UnknownModelTypeListsTheSupportedOnes) {
   ModelConfig config;
   config.model_type = "phi3";
   EXPECT_EQ(ErrorOf([&] { ArchitectureOf(config, "c.json"); }),
-            "c.json: model_type: unsupported model_type 'phi3' (supported: deepseek_v2, deepseek_v3, gpt_oss, llama, mistral, qwen2, qwen3, "
+            "c.json: model_type: unsupported model_type 'phi3' (supported: deepseek_v2, deepseek_v3, gemma3_text, gpt_oss, llama, mistral, qwen2, qwen3, "
             "qwen3_moe)");
 }
 

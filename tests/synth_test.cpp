@@ -144,7 +144,8 @@ TEST(SynthPresets, UnknownPresetIsAnError) {
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "unknown preset 'gpt-oss-7b' (known: tiny, gpt-oss-20b, gpt-oss-120b, llama-3.1-8b, mistral-7b, "
-                 "qwen2.5-7b, qwen3-8b, qwen3-30b-a3b, tiny-llama, tiny-qwen3, tiny-qwen3-moe, deepseek-v2-lite, deepseek-v3, kimi-k2, tiny-deepseek-v2, tiny-deepseek-v3)");
+                 "qwen2.5-7b, qwen3-8b, qwen3-30b-a3b, tiny-llama, tiny-qwen3, tiny-qwen3-moe, deepseek-v2-lite, deepseek-v3, kimi-k2, tiny-deepseek-v2, tiny-deepseek-v3, "
+      "gemma-3-1b, gemma-3-4b, gemma-3-12b, gemma-3-27b, tiny-gemma3)");
   }
 }
 
@@ -377,7 +378,9 @@ TEST(SynthFamilies, RealPresetsMatchThePublishedCheckpoints) {
   };
   for (const Expected& e : {Expected{"llama-3.1-8b", 291, 8'030'261'248}, Expected{"mistral-7b", 291, 7'248'023'552},
                             Expected{"qwen2.5-7b", 339, 7'615'616'512}, Expected{"qwen3-8b", 399, 8'190'735'360},
-                            Expected{"qwen3-30b-a3b", 18'867, 30'532'122'624}}) {
+                            Expected{"qwen3-30b-a3b", 18'867, 30'532'122'624},
+                            // google/gemma-3-1b-it: 999,885,952 parameters, tied (families-2026.md).
+                            Expected{"gemma-3-1b", 340, 999'885'952}}) {
     const ModelConfig config = ParseModelConfig(SynthPresetConfigJson(e.preset).dump(), e.preset);
     EXPECT_NO_THROW(ValidateModelConfig(config, e.preset));
     const std::vector<TensorSpec> specs = ModelTensorSpecs(config);

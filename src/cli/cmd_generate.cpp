@@ -116,6 +116,7 @@ Session Open(const RunArgs& a) {
   if (!a.chat_template.empty()) ChatTemplate::FromOption(a.chat_template, "");  // a bad file or name: before the load
   const ModelOptions options = ToModelOptions(a.model_args);
   auto model = Model::Load(a.model, options);
+  if (!model->load_note().empty() && PrintsForTheJob(options)) std::fprintf(stderr, "tessera: note: %s\n", model->load_note().c_str());
   Tokenizer tokenizer = Tokenizer::FromModelDir(model->path());
   Session s{std::move(model), std::move(tokenizer), nullptr, std::nullopt, nullptr, {}, spec};
   if (s.model->config().model_type == "gpt_oss" && !a.raw) {

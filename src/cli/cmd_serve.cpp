@@ -77,6 +77,9 @@ void RunServe(const ServeArgs& a) {
 
   const ModelOptions options = ToModelOptions(a.model_args);
   const auto model = Model::Load(a.model, options);
+  if (!model->load_note().empty() && (!options.tp || options.tp->rank() == 0)) {
+    std::fprintf(stderr, "serve: note: %s\n", model->load_note().c_str());
+  }
   BatchEngineOptions eo;
   eo.slots = a.parallel;
   eo.context = a.context;

@@ -54,9 +54,13 @@ enum : uint32_t {
   kQwen3Moe = 1u << 6,
   kDeepseekV2 = 1u << 7,
   kOtherArch = 1u << 8,
+  kGemma3 = 1u << 9,  // gemma3_text (and the text part of gemma3, whose config nests it)
 };
 constexpr uint32_t kDeepseek = kDeepseekV2 | kDeepseekV3;
-constexpr uint32_t kKnownArchs = kGptOss | kLlama | kQwen2 | kQwen3 | kDeepseek | kMistral | kQwen3Moe;
+constexpr uint32_t kKnownArchs = kGptOss | kLlama | kQwen2 | kQwen3 | kDeepseek | kMistral | kQwen3Moe | kGemma3;
+// Architectures whose config class gives every size a default (Gemma3TextConfig: the Hub's
+// multimodal configs leave vocab_size and others out of text_config): those keys are not required.
+constexpr uint32_t kSizesRequired = kKnownArchs & ~kGemma3;
 
 uint32_t ArchBit(std::string_view model_type) {
   if (model_type == "gpt_oss") return kGptOss;
@@ -67,6 +71,7 @@ uint32_t ArchBit(std::string_view model_type) {
   if (model_type == "deepseek_v2") return kDeepseekV2;
   if (model_type == "mistral") return kMistral;
   if (model_type == "qwen3_moe") return kQwen3Moe;
+  if (model_type == "gemma3_text") return kGemma3;
   return kOtherArch;
 }
 
@@ -757,16 +762,22 @@ const std::vector<Field<ModelConfig>>& Fields() {
     f.push_back(std::move(type));
     f.push_back(StrList("architectures", &M::architectures));
     // Sizes (gpt-oss.md §1.1 for gpt_oss values).
-    f.push_back(Int("vocab_size", &M::vocab_size).Positive().Max(kMaxVocab).Required(kKnownArchs));
-    f.push_back(Int("hidden_size", &M::hidden_size).Positive().Max(kMaxWidth).Required(kKnownArchs));
-    f.push_back(Int("intermediate_size", &M::intermediate_size).Positive().Max(kMaxWidth).Required(kKnownArchs));
-    f.push_back(Int("num_hidden_layers", &M::num_hidden_layers).Positive().Max(kMaxLayers).Required(kKnownArchs));
-    f.push_back(Int("num_attention_heads", &M::num_attention_heads).Positive().Max(kMaxHeads).Required(kKnownArchs));
+    // Gemma3TextConfig's defaults (families-2026.md "Gemma 3") where a gemma3_text config leaves a size out.
+    f.push_back(Int("vocab_size", &M::vocab_size).Positive().Max(kMaxVocab).Required(kSizesRequired).ArchDefault(kGemma3, 262208));
+    f.push_back(Int("hidden_size", &M::hidden_size).Positive().Max(kMaxWidth).Required(kSizesRequired).ArchDefault(kGemma3, 2304));
+    f.push_back(Int("intermediate_size", &M::intermediate_size).Positive().Max(kMaxWidth).Required(kSizesRequired)
+                    .ArchDefault(kGemma3, 9216));
+    f.push_back(Int("num_hidden_layers", &M::num_hidden_layers).Positive().Max(kMaxLayers).Required(kSizesRequired)
+                    .ArchDefault(kGemma3, 26));
+    f.push_back(Int("num_attention_heads", &M::num_attention_heads).Positive().Max(kMaxHeads).Required(kSizesRequired)
+                    .ArchDefault(kGemma3, 8));
     // Absent: num_attention_heads (derived after the walk).
-    f.push_back(Int("num_key_value_heads", &M::num_key_value_heads).Positive().Max(kMaxHeads).Required(kGptOss));
-    // gpt_oss: 64, not 2880/64 = 45, so it must be read. Elsewhere derived when absent.
-    f.push_back(Int("head_dim", &M::head_dim).Positive().Max(kMaxWidth).Required(kGptOss));
-    f.push_back(Int("max_position_embeddings", &M::max_position_embeddings).Positive().Max(kMaxContext).Required(kKnownArchs));
+    f.push_back(Int("num_key_value_heads", &M::num_key_value_heads).Positive().Max(kMaxHeads).Required(kGptOss).ArchDefault(kGemma3, 4));
+    // gpt_oss: 64, not 2880/64 = 45, so it must be read. Gemma: 256 whatever hidden / heads.
+    // Elsewhere derived when absent.
+    f.push_back(Int("head_dim", &M::head_dim).Positive().Max(kMaxWidth).Required(kGptOss).ArchDefault(kGemma3, 256));
+    f.push_back(Int("max_position_embeddings", &M::max_position_embeddings).Positive().Max(kMaxContext)
+                    .Required(kSizesRequired).ArchDefault(kGemma3, 131072));
     f.push_back(Num("rms_norm_eps", &M::rms_norm_eps).Positive().Default(1e-6).Required(kGptOss));
 
     // rope_scaling (transformers 4.x) or rope_parameters (v5); the latter also holds rope_theta,
@@ -796,12 +807,27 @@ const std::vector<Field<ModelConfig>>& Fields() {
                     .Alias("rope_parameters.rope_theta")
                     .Positive()
                     .Default(10000.0)
+                    .ArchDefault(kGemma3, 1000000.0)
                     .Required(kGptOss));
+    // Gemma 3: the sliding layers' own base, unscaled (the global layers use rope_theta and the
+    // config's rope_scaling); the attention scale query_pre_attn_scalar ** -0.5 instead of
+    // head_dim ** -0.5; every sliding_window_pattern-th layer global when layer_types is absent.
+    const auto gemma3 = [](const M& c) { return ArchBit(c.model_type) == kGemma3; };
+    f.push_back(Num("rope_local_base_freq", &M::rope_local_base_freq).Positive().ArchDefault(kGemma3, 10000.0).When(gemma3));
+    f.push_back(OptNum("query_pre_attn_scalar", &M::query_pre_attn_scalar).Positive().ArchDefault(kGemma3, 256));
+    f.push_back(Int("sliding_window_pattern", &M::sliding_window_pattern).Positive().Max(kMaxLayers).When(gemma3));
+    f.push_back(OptNum("final_logit_softcapping", &M::final_logit_softcapping).Positive());
+    f.push_back(OptNum("attn_logit_softcapping", &M::attn_logit_softcapping).Positive());
 
     f.push_back(Bool("attention_bias", &M::attention_bias).Default(false).ArchDefault(kGptOss, true));
-    f.push_back(Bool("tie_word_embeddings", &M::tie_word_embeddings).Default(false));
+    f.push_back(Bool("tie_word_embeddings", &M::tie_word_embeddings).Default(false).ArchDefault(kGemma3, true));
     f.push_back(SparseBool("mlp_bias", &M::mlp_bias).Default(false));
-    f.push_back(Str("hidden_act", &M::hidden_act).Default("silu"));
+    // Gemma spells it hidden_activation (gelu_pytorch_tanh by default).
+    f.push_back(Str("hidden_act", &M::hidden_act)
+                    .Alias("hidden_activation")
+                    .ArchKey(kGemma3, "hidden_activation")
+                    .Default("silu")
+                    .ArchDefault(kGemma3, "gelu_pytorch_tanh"));
     // Qwen2/Qwen3 sliding window switches (dense-decoders.md §2.3): read by DeriveDefaults.
     f.push_back(SparseBool("use_sliding_window", &M::use_sliding_window).Default(false));
     f.push_back(Int("max_window_layers", &M::max_window_layers).NonNegative().Max(kMaxLayers));
@@ -835,7 +861,8 @@ const std::vector<Field<ModelConfig>>& Fields() {
       return out;
     };
     f.push_back(std::move(layers));
-    f.push_back(OptInt("sliding_window", &M::sliding_window).Positive().Max(kMaxContext).Required(kGptOss));
+    f.push_back(OptInt("sliding_window", &M::sliding_window).Positive().Max(kMaxContext).Required(kGptOss)
+                    .ArchDefault(kGemma3, 4096));
 
     // Mixture of experts. DeepSeek-V3 spells the expert count n_routed_experts; gpt-oss repeats
     // num_experts_per_tok as the legacy experts_per_token.
@@ -940,6 +967,10 @@ void DeriveDefaults(ModelConfig& c, const json& obj, uint32_t arch, const std::s
       sliding = [first](int64_t i) { return i >= first; };
     } else if (arch == kQwen3Moe && c.use_sliding_window && window) {
       sliding = [](int64_t) { return true; };  // HF4 Qwen3MoeAttention: all layers
+    } else if (arch == kGemma3) {
+      // Gemma3TextConfig: sliding unless (i + 1) is a multiple of the pattern (default 6: 5 local, 1 global).
+      const int64_t pattern = c.sliding_window_pattern > 0 ? c.sliding_window_pattern : 6;
+      sliding = [pattern](int64_t i) { return (i + 1) % pattern != 0; };
     }
     for (int64_t i = 0; i < n; ++i) {
       c.layer_types.push_back(sliding(i) ? LayerType::kSlidingAttention : LayerType::kFullAttention);
@@ -998,6 +1029,24 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
   if (const json* mt = Lookup(obj, "model_type"); mt != nullptr && mt->is_string()) {
     model_type = CanonicalModelType(mt->get<std::string>());
   }
+  // A multimodal checkpoint (gemma3's Gemma3ForConditionalGeneration) nests its language model's
+  // config under text_config; a text engine reads that and ignores the vision / audio towers.
+  std::string multimodal_type;
+  for (const auto& [outer, inner] : {std::pair<std::string_view, std::string_view>{"gemma3", "gemma3_text"}}) {
+    if (model_type != outer) continue;
+    const json* text = Lookup(obj, "text_config");
+    if (text == nullptr || !text->is_object()) Fail(source, ": text_config: missing (a ", outer, " config nests its language model there)");
+    json inner_obj = *text;
+    if (const json* t = Lookup(inner_obj, "model_type"); t == nullptr) inner_obj["model_type"] = inner;
+    // The token ids a multimodal config keeps at the top level.
+    for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+      if (!inner_obj.contains(key) && obj.contains(key)) inner_obj[key] = obj[key];
+    }
+    multimodal_type = model_type;
+    obj = std::move(inner_obj);
+    model_type = CanonicalModelType(obj["model_type"].is_string() ? obj["model_type"].get<std::string>() : "");
+    if (model_type != inner) Fail(source, ": text_config.model_type: expected ", Quote(inner), ", got ", Quote(model_type));
+  }
   const uint32_t arch = ArchBit(model_type);
 
   ModelConfig config;
@@ -1006,6 +1055,7 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
   DeriveDefaults(config, obj, arch, source);
   CheckRelations(config, source);
   config.raw = std::move(obj);
+  config.multimodal_type = multimodal_type;
   return config;
 }
 
@@ -1132,9 +1182,21 @@ void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
            " is not supported for gpt_oss (supported: mxfp4, or unquantized)");
     }
   } else {
-    // The dense families and Qwen3-MoE: SiLU-gated MLPs (dense-decoders.md §1, §6); quantized
-    // checkpoints of them come with later weight formats.
-    if (config.hidden_act != "silu") {
+    // The dense families and Qwen3-MoE: SiLU-gated MLPs (dense-decoders.md §1, §6), Gemma's
+    // tanh-approximated GELU; quantized checkpoints of them come with later weight formats.
+    if (arch == kGemma3) {
+      if (config.hidden_act != "gelu_pytorch_tanh") {
+        Fail(source, ": hidden_activation: ", Quote(config.hidden_act), " is not supported for ", config.model_type,
+             " (supported: gelu_pytorch_tanh)");
+      }
+      if (config.attn_logit_softcapping) {
+        Fail(source, ": attn_logit_softcapping: attention soft-capping is not supported yet (Gemma 3 checkpoints have none)");
+      }
+      if (config.rope_scaling && config.rope_scaling->rope_type != "linear") {
+        Fail(source, ": rope_scaling.rope_type: ", Quote(config.rope_scaling->rope_type),
+             " is not supported for gemma3_text (supported: linear, or no scaling)");
+      }
+    } else if (config.hidden_act != "silu") {
       Fail(source, ": hidden_act: ", Quote(config.hidden_act), " is not supported for ", config.model_type,
            " (supported: silu)");
     }
@@ -1166,8 +1228,8 @@ void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
 }
 
 const std::vector<std::string_view>& SupportedModelTypes() {
-  static const std::vector<std::string_view> types = {"deepseek_v2", "deepseek_v3", "gpt_oss", "llama",
-                                                       "mistral",     "qwen2",       "qwen3",   "qwen3_moe"};
+  static const std::vector<std::string_view> types = {"deepseek_v2", "deepseek_v3", "gemma3_text", "gpt_oss", "llama",
+                                                       "mistral",     "qwen2",       "qwen3",       "qwen3_moe"};
   return types;
 }
 

@@ -120,6 +120,15 @@ struct ModelConfig {
   std::vector<LayerType> layer_types;
   std::optional<int64_t> sliding_window;
 
+  // Gemma 3 (families-2026.md): the sliding layers' rope base (unscaled), the attention scale
+  // query_pre_attn_scalar ** -0.5 (absent: head_dim ** -0.5), the local:global pattern layer_types
+  // is derived from when absent, and the soft-caps (final: logits = cap tanh(logits / cap)).
+  double rope_local_base_freq = 0.0;
+  std::optional<double> query_pre_attn_scalar;
+  int64_t sliding_window_pattern = 0;
+  std::optional<double> final_logit_softcapping;
+  std::optional<double> attn_logit_softcapping;
+
   // Mixture of experts.
   int64_t num_local_experts = 0;    // gpt_oss "num_local_experts"; deepseek "n_routed_experts"
   int64_t num_experts_per_tok = 0;  // "num_experts_per_tok" (or legacy "experts_per_token")
@@ -156,7 +165,10 @@ struct ModelConfig {
 
   QuantizationConfig quantization;
 
-  nlohmann::json raw;  // the parsed file, for keys no field covers yet
+  nlohmann::json raw;  // the parsed file (a multimodal one's text_config), for keys no field covers yet
+  // "gemma3" when config.json is a multimodal checkpoint's whose text_config this is ("" otherwise):
+  // its weights hold the language model under a prefix beside towers a text engine ignores.
+  std::string multimodal_type;
 };
 
 // Parses config.json text. `source` names the file in errors. Checks types, limits, the keys

@@ -469,6 +469,7 @@ WeightStore WeightStore::Open(const std::string& path) {
       return store;
     }
     add_all(add_file(path));
+    store.UnwrapLanguageModel();
     return store;
   }
 
@@ -480,6 +481,7 @@ WeightStore WeightStore::Open(const std::string& path) {
       Fail(path, ": neither ", kSingleName, " nor ", kIndexName, " found (not a Hugging Face model directory?)");
     }
     add_all(add_file(single.string()));
+    store.UnwrapLanguageModel();
     return store;
   }
 
@@ -523,7 +525,38 @@ WeightStore WeightStore::Open(const std::string& path) {
       }
     }
   }
+  store.UnwrapLanguageModel();
   return store;
+}
+
+void WeightStore::UnwrapLanguageModel() {
+  // Where a multimodal checkpoint keeps its language model: the older save_pretrained layout
+  // (language_model.model.*, language_model.lm_head.*) and transformers >= 4.52's
+  // (model.language_model.*, lm_head.* unchanged).
+  static constexpr std::pair<std::string_view, std::string_view> kRenames[] = {
+      {"language_model.model.", "model."},
+      {"language_model.lm_head.", "lm_head."},
+      {"model.language_model.", "model."},
+      {"lm_head.", "lm_head."},
+  };
+  const bool multimodal = std::any_of(index_.begin(), index_.end(), [](const auto& entry) {
+    return entry.first.starts_with("language_model.") || entry.first.starts_with("model.language_model.");
+  });
+  if (!multimodal) return;
+  std::unordered_map<std::string, TensorView> text;
+  for (auto& [name, view] : index_) {
+    bool kept = false;
+    for (const auto& [from, to] : kRenames) {
+      if (!name.starts_with(from)) continue;
+      const std::string renamed = StrCat(to, std::string_view(name).substr(from.size()));
+      if (!text.emplace(renamed, view).second) Fail(path_, ": two tensors of the language model are named ", Quote(renamed));
+      kept = true;
+      break;
+    }
+    if (!kept) set_aside_.push_back(name);
+  }
+  std::sort(set_aside_.begin(), set_aside_.end());
+  index_ = std::move(text);
 }
 
 std::vector<std::string> WeightStore::names() const {

@@ -108,6 +108,11 @@ class WeightStore {
   // Throws "<path>: tensor '<name>' not found".
   TensorView Get(std::string_view name) const;
   size_t num_tensors() const { return index_.size(); }
+  // A multimodal checkpoint (Gemma 3 4b+: the language model under "language_model.model." or
+  // "model.language_model.", beside "vision_tower.*" and "multi_modal_projector.*") is read as its
+  // language model: those tensors under the text model's names ("model.*", "lm_head.weight"),
+  // the others set aside, by name, here.
+  const std::vector<std::string>& set_aside() const { return set_aside_; }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   const std::string& path() const { return path_; }
 
@@ -122,6 +127,9 @@ class WeightStore {
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::unique_ptr<GgufHfTensors> gguf_;
   std::unordered_map<std::string, TensorView> index_;
+  std::vector<std::string> set_aside_;
+
+  void UnwrapLanguageModel();
 };
 
 // ---- writing ---------------------------------------------------------------------------------

@@ -73,6 +73,7 @@ enum class Activation : uint8_t {
   kSilu,       // silu(gate) * up
   kSwigluOai,  // gpt-oss: gate clamped above at swiglu_limit, up to [-limit, limit],
                // gate * sigmoid(1.702 gate) * (up + 1) (gpt-oss.md §3.5.2)
+  kGeluTanh,   // Gemma: gelu_pytorch_tanh(gate) * up, 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
 };
 
 // How a checkpoint stores the experts of one layer.
@@ -107,6 +108,17 @@ struct Architecture {
   // Tensors of a layer listed in the real checkpoint's index order (gpt-oss: attn norm, o, q, k,
   // v, sinks, router, experts, mlp norm) rather than the module order HF's save_pretrained uses.
   bool checkpoint_layer_order = false;
+  // Dense MLP activation (Gemma: gelu_pytorch_tanh; config.hidden_act must name it).
+  Activation mlp_activation = Activation::kSilu;
+  // Every RMSNorm weight w of the model (layer, q/k and final norms) scales as (norm_offset + w):
+  // Gemma's (1 + w) (families-2026.md "Pitfalls").
+  float norm_offset = 0.0f;
+  // Embedding rows times sqrt(hidden_size) (Gemma; in float32 here, as transformers' float32 model).
+  bool embed_scale = false;
+  // Gemma's four norms per layer: input_layernorm -> attention -> post_attention_layernorm (of the
+  // attention's output) -> residual; pre_feedforward_layernorm -> MLP -> post_feedforward_layernorm
+  // -> residual. Without: input_layernorm, and post_attention_layernorm before the MLP.
+  bool sandwich_norms = false;
 };
 
 // Every supported row, in SupportedModelTypes() order.

@@ -134,7 +134,10 @@ struct MoeStats {
 void Moe(const MoeWeights& w, const float* h, int64_t T, int64_t H, float* out, MoeStats& stats);
 
 struct DecoderLayer {
-  std::vector<float> input_norm, post_norm;  // [H]
+  std::vector<float> input_norm, post_norm;  // [H]: before attention, before the MLP / MoE
+  // Architecture::sandwich_norms (Gemma): the attention's and the MLP's outputs normalised before
+  // their residual adds; empty otherwise.
+  std::vector<float> attn_out_norm, ffn_out_norm;
   AttentionWeights attention;
   bool moe = false;
   GatedMlpWeights mlp;  // dense layers

@@ -92,17 +92,23 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch, const std::func
     } else {
       for (int64_t i = 0; i < H; ++i) x[t * H + i] = ElementToF32(embed_dtype_, row + i * DTypeSize(embed_dtype_));
     }
+    if (embed_scale_ != 1.0f) {
+      for (int64_t i = 0; i < H; ++i) x[t * H + i] *= embed_scale_;
+    }
   }
   // cos/sin rows [T, 2 * half]: each sequence's rows at its positions, shared by every layer.
   embed_scope.reset();
   const int64_t cs_width = 2 * rope_.half();
-  std::vector<float> rope_cs(T * cs_width);
+  std::vector<float> rope_cs(T * cs_width), local_cs(local_rope_used_ ? T * cs_width : 0);
   {
     const ProfileScope rope_scope("rope");
     for (const SequenceRows& r : rows_of) {
       // Dynamic NTK / longrope follow HF's per-call frequency update, tracked per sequence.
       rope_.CosSin(r.cache->RopeFrequenciesFor(rope_, r.start + r.rows), r.start, r.rows,
                    &rope_cs[r.row0 * cs_width], cs_width);
+      if (local_rope_used_) {
+        local_rope_.CosSin(local_rope_.frequencies(), r.start, r.rows, &local_cs[r.row0 * cs_width], cs_width);
+      }
     }
   }
   experts_run_ = 0;
@@ -111,7 +117,8 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch, const std::func
   // (an MPI error, an allocation) tells every cache which rows may have been touched.
   for (const SequenceRows& r : rows_of) r.cache->BeginAppend(r.start, r.start + r.rows);
   try {
-    Layers(x.data(), T, rows_of, rope_cs.data(), sp, tp_size_ == 1 ? stop : std::function<bool()>());
+    Layers(x.data(), T, rows_of, rope_cs.data(), local_rope_used_ ? local_cs.data() : nullptr, sp,
+           tp_size_ == 1 ? stop : std::function<bool()>());
   } catch (...) {
     for (const SequenceRows& r : rows_of) r.cache->AbortAppend(r.start, r.start + r.rows);
     throw;
@@ -150,6 +157,12 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch, const std::func
       }
     }
   }
+  if (c.final_logit_softcapping) {
+    // logits = cap * tanh(logits / cap) in float32 (HF: final_logit_softcapping, Gemma 2 and
+    // Gemma 3 configs that set it).
+    const float cap = static_cast<float>(*c.final_logit_softcapping);
+    for (float& v : out) v = std::tanh(v / cap) * cap;
+  }
   if (receivers.size() == 1) return;
   // Hand each sequence its rows.
   int64_t taken = 0;
@@ -160,7 +173,7 @@ void Model::ForwardBatch(std::span<const ForwardSequence> batch, const std::func
 }
 
 void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences, const float* rope_cs,
-                   bool sp, const std::function<bool()>& stop) const {
+                   const float* local_cs, bool sp, const std::function<bool()>& stop) const {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, D = c.head_dim, P = tp_size_;
   TensorParallelGroup* tp = options_.tp.get();
@@ -177,7 +190,17 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
     qkv.resize(T * nqkv);
     ffn_in.resize(T * H);
   }
-  auto add_rows = [&](const float* d, const float* bias) {
+  // Sandwich norms (Gemma): the branch's output rows normalised by `norm` before the add.
+  auto add_rows = [&](float* d, const float* bias, const std::vector<float>& norm) {
+    if (!norm.empty()) {
+      if (bias) {
+        for (int64_t t = 0; t < own; ++t) {
+          for (int64_t i = 0; i < H; ++i) d[t * H + i] += bias[i];
+        }
+        bias = nullptr;
+      }
+      RmsNorm(d, norm.data(), own, H, c.rms_norm_eps, d);
+    }
     const ProfileScope scope("residual");
     // Rows over the pool (elementwise: any split gives the same bits); one row stays here.
     const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 16384 / H));
@@ -228,9 +251,13 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
     }
     if (!mla) {
       if (!sp) ProjectQkv(A, h.data(), T, q.data(), k.data(), v.data());
+      // Gemma 3's sliding layers rotate with their own base.
+      const bool local = local_cs != nullptr && A.sliding;
+      const Rope& rope = local ? local_rope_ : rope_;
+      const float* cs = local ? local_cs : rope_cs;
       for (const SequenceRows& r : sequences) {
-        Attend(A, shape, rope_, static_cast<int>(l), &q[r.row0 * nq], &k[r.row0 * nkv], &v[r.row0 * nkv], r.rows,
-               r.start, *r.cache, &rope_cs[r.row0 * cs_width], &attn[r.row0 * nq]);
+        Attend(A, shape, rope, static_cast<int>(l), &q[r.row0 * nq], &k[r.row0 * nkv], &v[r.row0 * nkv], r.rows,
+               r.start, *r.cache, &cs[r.row0 * cs_width], &attn[r.row0 * nq]);
       }
     }
     FailPoint("forward.after_attention");  // tests: a failure once some rings hold uncommitted rows
@@ -240,18 +267,18 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
     if (observed) observe(static_cast<int>(l), LinearInput::kO, attn.data(), T, attn_width);
     if (P == 1) {
       Multiply(*A.o, attn.data(), static_cast<size_t>(T), attn_q, bo, delta.data());
-      add_rows(delta.data(), nullptr);
+      add_rows(delta.data(), nullptr, L.attn_out_norm);
     } else if (sp) {
       const TensorParallelGroup::LocalGemm gemm = [&](const float* xr, size_t m, float* y, size_t ldy) {
         Q8Activations xq;
         Multiply(*A.o, xr, m, xq, nullptr, y, 0, ldy);
       };
       tp->MatmulReduceScatter(attn.data(), T, attn_width, H, gemm, delta.data());
-      add_rows(delta.data(), bo);
+      add_rows(delta.data(), bo, L.attn_out_norm);
     } else {
       Multiply(*A.o, attn.data(), static_cast<size_t>(T), attn_q, nullptr, delta.data());
       tp->AllReduceSum(delta.data(), T * H);
-      add_rows(delta.data(), bo);
+      add_rows(delta.data(), bo, L.attn_out_norm);
     }
     if (stop && stop()) throw ForwardCancelled();  // also between attention and the MLP / MoE
 
@@ -263,17 +290,17 @@ void Model::Layers(float* x, int64_t T, std::span<const SequenceRows> sequences,
       FeedForward(static_cast<int>(l), ffn_in.data(), T, delta.data());
       std::vector<float> mine(own * H);
       tp->ReduceScatterSum(delta.data(), T * H, mine.data());
-      add_rows(mine.data(), nullptr);
+      add_rows(mine.data(), nullptr, L.ffn_out_norm);
     } else if (observed) {
       observe(static_cast<int>(l), LinearInput::kGateUp, h.data(), T, H);
       GatedMlp(L.mlp, h.data(), T, delta.data(), [&](const float* act, int64_t rows, int64_t cols) {
         observe(static_cast<int>(l), LinearInput::kDown, act, rows, cols);
       });
-      add_rows(delta.data(), nullptr);
+      add_rows(delta.data(), nullptr, L.ffn_out_norm);
     } else {
       FeedForward(static_cast<int>(l), h.data(), T, delta.data());
       if (P > 1) tp->AllReduceSum(delta.data(), T * H);
-      add_rows(delta.data(), nullptr);
+      add_rows(delta.data(), nullptr, L.ffn_out_norm);
     }
   }
 }

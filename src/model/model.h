@@ -130,6 +130,9 @@ class Model {
   const std::optional<SparseScheme>& sparse_scheme() const { return sparse_; }
   const ModelConfig& config() const { return config_; }
   const Rope& rope() const { return rope_; }
+  // A line the commands print after loading ("" when nothing to say): the parts of a multimodal
+  // checkpoint that are not run.
+  const std::string& load_note() const { return load_note_; }
   const Architecture& architecture() const { return *arch_; }
   const ModelOptions& options() const { return options_; }
   // The configuration KV caches for this model must be built from: config() with this rank's
@@ -195,8 +198,9 @@ class Model {
   // Runs the layers on replicated activations x [T, H] (reductions by all-reduce) or, when
   // `sequence_parallel` (one sequence only), on this rank's token rows x [T / P, H] (fused
   // collectives). rope_cs: [T, 2 half], each sequence's rows at its own positions.
+  // local_cs: the cos/sin rows of local_rope_ (sliding layers) when the model has one, else null.
   void Layers(float* x, int64_t T, std::span<const SequenceRows> sequences, const float* rope_cs,
-              bool sequence_parallel, const std::function<bool()>& stop) const;
+              const float* local_cs, bool sequence_parallel, const std::function<bool()>& stop) const;
   // out [T, H] = the layer's MLP or MoE of h (this rank's partial sum under tensor parallelism).
   void FeedForward(int layer, const float* h, int64_t T, float* out) const;
   // visit(matrix, times) for every matrix one decode step multiplies, `times` the matrices of it
@@ -222,6 +226,12 @@ class Model {
   GenerationConfig generation_config_;
   WeightStore store_;
   Rope rope_;
+  std::string load_note_;
+  // Gemma 3's sliding layers: their own base (rope_local_base_freq), unscaled; type "default"
+  // and rotary width 0 when the model has one rope for all layers.
+  Rope local_rope_;
+  bool local_rope_used_ = false;
+  float embed_scale_ = 1.0f;  // Architecture::embed_scale: sqrt(hidden_size) in float32
   uint64_t weight_bytes_ = 0;
   uint64_t parameters_ = 0;
 

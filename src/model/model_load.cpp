@@ -28,6 +28,15 @@ std::vector<float> ToF32(const TensorView& t) {
   return out;
 }
 
+// An RMSNorm weight as the layers use it: (offset + w) in float32 (Gemma's 1 + w; 0 elsewhere).
+std::vector<float> NormWeight(const TensorView& t, float offset) {
+  std::vector<float> w = ToF32(t);
+  if (offset != 0.0f) {
+    for (float& x : w) x += offset;
+  }
+  return w;
+}
+
 std::vector<float> Slice(const std::vector<float>& v, int64_t begin, int64_t count) {
   return std::vector<float>(v.begin() + begin, v.begin() + begin + count);
 }
@@ -65,6 +74,12 @@ std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& 
   if (const std::string blocker = LoadBlocker(c, config_path); !blocker.empty()) Fail(blocker);
   model->generation_config_ = LoadGenerationConfig(dir);
   model->store_ = WeightStore::Open(path);
+  if (!model->store_.set_aside().empty()) {
+    model->load_note_ = StrCat(dir, " is a ", c.multimodal_type.empty() ? "multimodal" : c.multimodal_type,
+                               " checkpoint: its language model runs; the other ", model->store_.set_aside().size(),
+                               " tensors (vision / audio towers, projector: ", model->store_.set_aside().front(),
+                               ", ...) are out of scope for a text engine");
+  }
   RequireTensorsForCounts(c, model->store_, config_path);  // before the specs are listed
   const std::vector<TensorSpec> specs = ModelTensorSpecs(c, config_path);
   RequireNoProblems(CheckTensors(specs, model->store_, &c), dir);
@@ -73,6 +88,14 @@ std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& 
     model->parameters_ += s.parameters();
   }
   model->rope_ = Rope::FromConfig(c, config_path);
+  if (c.rope_local_base_freq > 0) {
+    ModelConfig local = c;
+    local.rope_theta = c.rope_local_base_freq;
+    local.rope_scaling.reset();
+    model->local_rope_ = Rope::FromConfig(local, config_path);
+    model->local_rope_used_ = true;
+  }
+  if (model->arch_->embed_scale) model->embed_scale_ = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
 
   model->options_ = options;
   if (options.dense == DenseWeights::kInt8 && options.precision != Precision::kFast) {
@@ -209,7 +232,8 @@ void Model::LoadWeights() {
     s.shared = c.tie_word_embeddings;
     lm_head_ = load(s, LinearPolicy{fast, int8, options_.sparse_kernels}, c.tie_word_embeddings);
   }
-  final_norm_ = ToF32(view("model.norm.weight"));
+  const float offset = arch.norm_offset;
+  final_norm_ = NormWeight(view("model.norm.weight"), offset);
   layers_.resize(c.num_hidden_layers);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     DecoderLayer& L = layers_[l];
@@ -218,8 +242,14 @@ void Model::LoadWeights() {
     // The first exact_layers layers keep their weights as stored and run the exact kernels.
     const LinearPolicy policy = l >= options_.exact_layers ? LinearPolicy{fast, int8, options_.sparse_kernels}
                                                            : LinearPolicy{false, false, options_.sparse_kernels};
-    L.input_norm = ToF32(view(p + "input_layernorm.weight"));
-    L.post_norm = ToF32(view(p + "post_attention_layernorm.weight"));
+    L.input_norm = NormWeight(view(p + "input_layernorm.weight"), offset);
+    if (arch.sandwich_norms) {
+      L.attn_out_norm = NormWeight(view(p + "post_attention_layernorm.weight"), offset);
+      L.post_norm = NormWeight(view(p + "pre_feedforward_layernorm.weight"), offset);
+      L.ffn_out_norm = NormWeight(view(p + "post_feedforward_layernorm.weight"), offset);
+    } else {
+      L.post_norm = NormWeight(view(p + "post_attention_layernorm.weight"), offset);
+    }
 
     AttentionWeights& A = L.attention;
     A.sliding = plan.sliding;
@@ -238,8 +268,8 @@ void Model::LoadWeights() {
       }
       if (plan.o_bias) A.bo = ToF32(view(p + "self_attn.o_proj.bias"));
       if (arch.qk_norm) {
-        A.q_norm = ToF32(view(p + "self_attn.q_norm.weight"));
-        A.k_norm = ToF32(view(p + "self_attn.k_norm.weight"));
+        A.q_norm = NormWeight(view(p + "self_attn.q_norm.weight"), offset);
+        A.k_norm = NormWeight(view(p + "self_attn.k_norm.weight"), offset);
       }
       A.sinks = arch.sinks ? Slice(ToF32(view(p + "self_attn.sinks")), q0, nq_)
                            : std::vector<float>(nq_, -std::numeric_limits<float>::infinity());
@@ -248,7 +278,7 @@ void Model::LoadWeights() {
     L.moe = plan.moe;
     const int64_t I = plan.intermediate;
     GatedMlpWeights& mlp = plan.moe ? L.experts.mlp : L.mlp;
-    mlp.activation = plan.moe ? arch.expert_activation : Activation::kSilu;
+    mlp.activation = plan.moe ? arch.expert_activation : arch.mlp_activation;
     mlp.limit = static_cast<float>(c.swiglu_limit);
     if (!plan.moe) {
       // Dense MLP, tensor-parallel over intermediate units (gate/up rows, down's columns).

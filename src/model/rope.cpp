@@ -155,6 +155,8 @@ Rope Rope::FromConfig(const ModelConfig& config, const std::string& source) {
     if (!(nope >= 0.0)) Fail(source, ": qk_nope_head_dim: must be >= 0, got ", nope);
     qk_dim += nope;
   }
+  // Gemma: query_pre_attn_scalar ** -0.5 (families-2026.md "Pitfalls"), not head_dim's.
+  if (config.query_pre_attn_scalar) qk_dim = *config.query_pre_attn_scalar;
   double scale = std::pow(qk_dim, -0.5);
   if (r.deepseek_ && config.rope_scaling && rs.mscale_all_dim.value_or(0.0) != 0.0) {
     const double m = GetMscale(rs.factor, *rs.mscale_all_dim);

@@ -28,7 +28,8 @@ const std::vector<std::string>& SynthPresetNames() {
   static const std::vector<std::string> names = {"tiny",      "gpt-oss-20b", "gpt-oss-120b",  "llama-3.1-8b",
                                                  "mistral-7b", "qwen2.5-7b", "qwen3-8b",      "qwen3-30b-a3b",
                                                  "tiny-llama", "tiny-qwen3", "tiny-qwen3-moe", "deepseek-v2-lite",
-                                                 "deepseek-v3",      "kimi-k2",   "tiny-deepseek-v2", "tiny-deepseek-v3"};
+                                                 "deepseek-v3",      "kimi-k2",   "tiny-deepseek-v2", "tiny-deepseek-v3",
+                                                 "gemma-3-1b", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "tiny-gemma3"};
   return names;
 }
 
@@ -122,6 +123,46 @@ nlohmann::json LlamaConfig() {
       {"use_cache", true},
       {"vocab_size", 128256},
   };
+}
+
+// Gemma 3's language models (families-2026.md "Gemma 3"; the Gemma 3 report's sizes): 1b is
+// text-only as released; 4b / 12b / 27b are the text_config of their multimodal checkpoints,
+// written here as gemma3_text configs (synth writes the text model's tensors only).
+nlohmann::json Gemma3Config(int64_t hidden, int64_t layers, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                            int64_t intermediate, int64_t query_pre_attn_scalar, int64_t window, bool scaled) {
+  nlohmann::json c{
+      {"architectures", {"Gemma3ForCausalLM"}},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"attn_logit_softcapping", nullptr},
+      {"bos_token_id", 2},
+      {"eos_token_id", {1, 106}},
+      {"final_logit_softcapping", nullptr},
+      {"head_dim", head_dim},
+      {"hidden_activation", "gelu_pytorch_tanh"},
+      {"hidden_size", hidden},
+      {"initializer_range", 0.02},
+      {"intermediate_size", intermediate},
+      {"max_position_embeddings", scaled ? 131072 : 32768},
+      {"model_type", "gemma3_text"},
+      {"num_attention_heads", heads},
+      {"num_hidden_layers", layers},
+      {"num_key_value_heads", kv_heads},
+      {"pad_token_id", 0},
+      {"query_pre_attn_scalar", query_pre_attn_scalar},
+      {"rms_norm_eps", 1e-06},
+      {"rope_local_base_freq", 10000.0},
+      {"rope_scaling", nullptr},
+      {"rope_theta", 1000000.0},
+      {"sliding_window", window},
+      {"sliding_window_pattern", 6},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.50.0.dev0"},
+      {"use_cache", true},
+      {"vocab_size", scaled ? 262208 : 262144},
+  };
+  if (scaled) c["rope_scaling"] = {{"factor", 8.0}, {"rope_type", "linear"}};
+  return c;
 }
 
 nlohmann::json MistralConfig() {
@@ -327,6 +368,11 @@ nlohmann::json FamilyGenerationConfig(const nlohmann::json& config) {
   if (type == "mistral") return {{"bos_token_id", bos}, {"eos_token_id", config.at("eos_token_id")}};
   // DeepSeek: bos and eos as in config.json (deepseek.md §8).
   if (type.rfind("deepseek", 0) == 0) return {{"bos_token_id", bos}, {"eos_token_id", config.at("eos_token_id")}};
+  // Gemma 3 instruct: stops on <eos> (1) and <end_of_turn> (106).
+  if (type == "gemma3_text") {
+    return {{"bos_token_id", bos}, {"cache_implementation", "hybrid"}, {"do_sample", true},
+            {"eos_token_id", config.at("eos_token_id")}, {"pad_token_id", 0}, {"top_k", 64}, {"top_p", 0.95}};
+  }
   const int64_t b = bos.get<int64_t>();
   return {{"bos_token_id", b}, {"do_sample", true}, {"eos_token_id", {b + 2, b}}, {"pad_token_id", b},
           {"temperature", type == "qwen2" ? 0.7 : 0.6}, {"top_k", 20}, {"top_p", type == "qwen2" ? 0.8 : 0.95}};
@@ -348,6 +394,17 @@ nlohmann::json SynthPresetConfigJson(std::string_view preset) {
   if (preset == "kimi-k2") return KimiK2Config();
   if (preset == "tiny-deepseek-v2") return TinyDeepseek(false);
   if (preset == "tiny-deepseek-v3") return TinyDeepseek(true);
+  if (preset == "gemma-3-1b") return Gemma3Config(1152, 26, 4, 1, 256, 6912, 256, 512, false);
+  if (preset == "gemma-3-4b") return Gemma3Config(2560, 34, 8, 4, 256, 10240, 256, 1024, true);
+  if (preset == "gemma-3-12b") return Gemma3Config(3840, 48, 16, 8, 256, 15360, 256, 1024, true);
+  if (preset == "gemma-3-27b") return Gemma3Config(5376, 62, 32, 16, 128, 21504, 168, 1024, true);
+  if (preset == "tiny-gemma3") {
+    // Every Gemma 3 feature at test size: 5 sliding : 1 global, head_dim 32 != hidden / heads,
+    // query_pre_attn_scalar != head_dim, linear rope scaling on the global layers only.
+    nlohmann::json c = Gemma3Config(64, 6, 4, 2, 32, 128, 24, 16, true);
+    c.update({{"vocab_size", 2048}, {"bos_token_id", 2}, {"eos_token_id", {1, 106}}, {"max_position_embeddings", 4096}});
+    return c;
+  }
   if (preset == "gpt-oss-20b") return GptOssConfig(24, 32);
   if (preset == "gpt-oss-120b") return GptOssConfig(36, 128);
   if (preset == "tiny") {

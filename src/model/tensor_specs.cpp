@@ -216,6 +216,10 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
       }
     }
     add(p + "post_attention_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
+    if (arch.sandwich_norms) {
+      add(p + "pre_feedforward_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
+      add(p + "post_feedforward_layernorm.weight", kBF16, {hidden}, TensorKind::kNorm, li);
+    }
   }
   add("model.norm.weight", kBF16, {hidden}, TensorKind::kNorm, -1);
   if (!config.tie_word_embeddings) {
@@ -369,7 +373,9 @@ std::vector<TensorProblem> CheckTensors(const std::vector<TensorSpec>& specs, co
   std::vector<TensorInfo> stored;
   stored.reserve(store.num_tensors());
   for (const std::string& name : store.names()) {
-    if (config == nullptr || !IgnoredCheckpointTensor(*config, name)) stored.push_back(*store.Get(name).info);
+    if (config != nullptr && IgnoredCheckpointTensor(*config, name)) continue;
+    stored.push_back(*store.Get(name).info);
+    stored.back().name = name;  // the name the store reads it under (a multimodal checkpoint's unwrapped)
   }
   return CheckTensors(specs, stored);
 }

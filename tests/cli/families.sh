@@ -34,6 +34,16 @@ for row in "tiny-llama llama3 llama3.1" "tiny-qwen3 qwen3 qwen3" "tiny-qwen3-moe
   grep -q "pp16 ceiling" "$WORK/out" || fail "$preset: bench prints no prefill ceiling"
 done
 
+# Gemma 3 (text): synth, inspect, and generate / chat through a Gemma Hub template by name.
+M="$WORK/tiny-gemma3"
+run_ok "tiny-gemma3: synth" "$BIN" synth --preset tiny-gemma3 --out "$M" --seed 3
+cp "$SRC/tests/data/tokenizer/families/llama3/tokenizer.json" "$SRC/tests/data/tokenizer/families/llama3/tokenizer_config.json" "$M/"
+run_ok "tiny-gemma3: inspect" "$BIN" inspect -m "$M"
+grep -q "validation: ok" "$WORK/out" || fail "tiny-gemma3: inspect did not validate: $(cat "$WORK/out")"
+run_ok "tiny-gemma3: generate" "$BIN" generate -m "$M" -p "Hello there" -n 6 --temp 0 --json --chat-template google-gemma-2-2b-it
+grep -q '"prompt_tokens"' "$WORK/out" || fail "tiny-gemma3: generate printed no JSON"
+run_ok "tiny-gemma3: chat" sh -c "printf 'Hi\n/exit\n' | '$BIN' chat -m '$M' -n 4 --temp 0 --chat-template google-gemma-2-2b-it"
+
 # Qwen3 without thinking: the generation prompt pre-fills the empty think block (4 more tokens).
 M="$WORK/tiny-qwen3"
 run_ok "qwen3 think" "$BIN" generate -m "$M" -p "Hi" -n 1 --temp 0 --json
@@ -67,6 +77,6 @@ grep -qx "chatml" "$WORK/out" || fail "info --chat-templates does not list chatm
 grep -qx "google-gemma-2-2b-it" "$WORK/out" || fail "info --chat-templates does not list the Hub templates"
 
 # A real-size family preset validates without writing 16 GB: inspect of the config alone.
-run_err "unknown model_type" "supported: deepseek_v2, deepseek_v3, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe" \
+run_err "unknown model_type" "supported: deepseek_v2, deepseek_v3, gemma3_text, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe" \
   sh -c "mkdir -p '$WORK/x' && echo '{\"model_type\": \"phi3\"}' > '$WORK/x/config.json' && '$BIN' inspect -m '$WORK/x'"
 finish families

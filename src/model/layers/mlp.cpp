@@ -27,6 +27,17 @@ void GatedActivation(const GatedMlpWeights& w, const float* gu, int64_t m, float
         act[i] = (u + 1.0f) * glu;
       }
     });
+  } else if (w.activation == Activation::kGeluTanh) {
+    // gelu_pytorch_tanh(gate) * up (Gemma): 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))), as
+    // PyTorch's tanh-approximate GELU computes it in float32.
+    constexpr float kSqrt2OverPi = 0.7978845608028654f, kCoeff = 0.044715f;
+    GlobalPool().ParallelFor(static_cast<size_t>(m), 4, [&](size_t begin, size_t end) {
+      for (size_t i = begin * I; i < end * I; ++i) {
+        const float g = gu[2 * i];
+        const float inner = kSqrt2OverPi * (g + kCoeff * g * g * g);
+        act[i] = 0.5f * g * (1.0f + std::tanh(inner)) * gu[2 * i + 1];
+      }
+    });
   } else {
     // silu(gate) * up (dense-decoders.md §1: hidden_act "silu").
     GlobalPool().ParallelFor(static_cast<size_t>(m), 4, [&](size_t begin, size_t end) {

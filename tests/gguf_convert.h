@@ -7,6 +7,9 @@
 //   MoE     Qwen3-MoE experts stacked into [E, out, in]; gpt-oss MXFP4 experts split into gate
 //           and up and repacked into ggml's block (scale byte, then byte j = elements j, j + 16);
 //   config  the `<arch>.*` keys of each family's set_gguf_parameters.
+//   gemma3  Gemma3Model (llama-cpp-python 0.3.36's conversion/gemma.py): every "*norm.weight" + 1
+//           (norm_shift), the sandwich norms as post_attention_norm / ffn_norm / post_ffw_norm,
+//           key/value_length, sliding_window, the global rope base and linear scaling.
 // Matrices (and the embedding) are written in `matrix_type`: f32 as stored, or a block type whose
 // blocks are random (scales small and finite); `twin_dir`, when given, receives a float32
 // safetensors checkpoint of exactly the dequantized weights (io/ggml_quants.h), so the GGUF
@@ -75,7 +78,7 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
   const std::map<std::string, std::string> arch_of = {{"llama", "llama"}, {"mistral", "llama"}, {"qwen2", "qwen2"},
                                                       {"qwen3", "qwen3"}, {"qwen3_moe", "qwen3moe"},
                                                       {"gpt_oss", "gpt-oss"}, {"deepseek_v2", "deepseek2"},
-                                                      {"deepseek_v3", "deepseek2"}};
+                                                      {"deepseek_v3", "deepseek2"}, {"gemma3_text", "gemma3"}};
   const std::string arch = arch_of.at(model_type);
   const int64_t heads = config.at("num_attention_heads");
   const int64_t kv_heads = config.value("num_key_value_heads", heads);
@@ -139,6 +142,18 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
   if (config.contains("num_experts")) key(arch + ".expert_count", GgufUint32(config["num_experts"]));
   if (config.contains("num_local_experts")) key(arch + ".expert_count", GgufUint32(config["num_local_experts"]));
   if (config.contains("num_experts_per_tok")) key(arch + ".expert_used_count", GgufUint32(config["num_experts_per_tok"]));
+  if (arch == "gemma3") {
+    if (config.contains("sliding_window") && !config["sliding_window"].is_null()) {
+      key(arch + ".attention.sliding_window", GgufUint32(config["sliding_window"]));
+    }
+    if (config.contains("final_logit_softcapping") && !config["final_logit_softcapping"].is_null()) {
+      key(arch + ".final_logit_softcapping", GgufFloat32(config["final_logit_softcapping"]));
+    }
+    if (config.contains("rope_scaling") && config["rope_scaling"].is_object()) {
+      key(arch + ".rope.scaling.type", GgufString("linear"));
+      key(arch + ".rope.scaling.factor", GgufFloat32(config["rope_scaling"].at("factor")));
+    }
+  }
   if (arch == "gpt-oss") {
     key(arch + ".attention.sliding_window", GgufUint32(config.at("sliding_window")));
     const nlohmann::json& rope = config.at("rope_scaling");
@@ -217,7 +232,10 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
 
   const std::map<std::string, std::string> layer_names = {
       {"input_layernorm.weight", "attn_norm.weight"},
-      {"post_attention_layernorm.weight", arch == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"},
+      {"post_attention_layernorm.weight",
+       arch == "gpt-oss" || arch == "gemma3" ? "post_attention_norm.weight" : "ffn_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"}, {"self_attn.q_proj.bias", "attn_q.bias"},
       {"self_attn.k_proj.weight", "attn_k.weight"}, {"self_attn.k_proj.bias", "attn_k.bias"},
       {"self_attn.v_proj.weight", "attn_v.weight"}, {"self_attn.v_proj.bias", "attn_v.bias"},
@@ -252,8 +270,14 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
       names.push_back(gguf);
       continue;
     }
+    // Gemma3Model.norm_shift: the (1 + w) of Gemma's RMSNorm stored with the 1 added.
+    const float norm_shift = arch == "gemma3" && name.ends_with("norm.weight") ? 1.0f : 0.0f;
+    auto shifted = [&](std::vector<float> v) {
+      for (float& x : v) x += norm_shift;
+      return v;
+    };
     if (name == "model.norm.weight") {
-      f32_tensor("output_norm.weight", ToF32(t), ne);
+      f32_tensor("output_norm.weight", shifted(ToF32(t)), ne);
       keep_twin(name, ToF32(t), shape);
       names.push_back("output_norm.weight");
       continue;
@@ -356,7 +380,7 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
     const int64_t cols = shape.size() == 2 ? shape[1] : 1;
     if (permuted) values = permute(values, n_head, cols);
     if (!is_matrix) {
-      f32_tensor(gguf, values, ne);
+      f32_tensor(gguf, shifted(values), ne);
       keep_twin(name, ToF32(t), shape);
       continue;
     }

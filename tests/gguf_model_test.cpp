@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,37 @@ TEST_P(GgufDenseGolden, HalfFilesGiveTheirRoundedWeightsLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GgufDenseGolden,
                          ::testing::Values("llama_a", "llama_b", "mistral_b", "qwen2_b", "qwen3_a", "qwen3_b"));
+
+// Gemma 3 as llama.cpp reads a gemma3 file (src/models/gemma3.cpp): norms stored with Gemma's + 1
+// (read back as 1 + w, not 2 + w), 5 sliding : 1 global unless the file says otherwise, the
+// local rope base 10000, and the attention scale of head_dim (hidden / heads on the 27B), which
+// the file cannot store: gemma3_a's query_pre_attn_scalar 24 (head_dim 32) becomes 32, so its
+// logits are llama.cpp's, not transformers'. (gemma3_b's explicit layer_types [full, sliding,
+// full] are not written by the converter either: llama.cpp runs its three layers all sliding.)
+TEST(GgufGemma3, ReadAsLlamaCppReadsIt) {
+  const ScratchDir dir;
+  const std::string gguf = dir / "gemma3_a.gguf";
+  const std::vector<std::string> names = test::WriteGgufLikeLlamaCpp(kGoldens + "gemma3_a", gguf);
+  EXPECT_NE(std::find(names.begin(), names.end(), "blk.0.post_ffw_norm.weight"), names.end());
+  const ModelConfig config = LoadModelConfig(gguf);
+  EXPECT_EQ(config.model_type, "gemma3_text");
+  EXPECT_EQ(config.query_pre_attn_scalar, 32.0);
+  EXPECT_EQ(config.stored_norm_offset, 1.0);
+  EXPECT_EQ(config.rope_local_base_freq, 10000.0);
+  ASSERT_EQ(config.layer_types.size(), 6u);
+  for (size_t l = 0; l < 6; ++l) EXPECT_EQ(config.layer_types[l] == LayerType::kSlidingAttention, l != 5) << l;
+  ASSERT_TRUE(config.rope_scaling.has_value());
+  EXPECT_EQ(config.rope_scaling->rope_type, "linear");
+  // The same model in safetensors with query_pre_attn_scalar set to head_dim gives the GGUF's logits.
+  const std::string twin = dir / "twin";
+  fs::create_directories(twin);
+  for (const char* f : {"model.safetensors", "generation_config.json"}) fs::copy_file(kGoldens + "gemma3_a/" + f, twin + "/" + f);
+  nlohmann::json json = nlohmann::json::parse(std::ifstream(kGoldens + "gemma3_a/config.json"));
+  json["query_pre_attn_scalar"] = 32;
+  std::ofstream(twin + "/config.json") << json.dump();
+  const std::vector<int32_t> ids = LoadModelGolden(kGoldens + "gemma3_a").sequence();
+  EXPECT_LE(MaxRelativeDifference(PrefillLogits(*Model::Load(gguf), ids), PrefillLogits(*Model::Load(twin), ids)), 1e-5);
+}
 
 // Every block type tessera reads, in every matrix of a model, against the float32 twin holding
 // ggml's dequantized values (io/ggml_quants.h, equal to gguf-py's: tests/gguf_test.cpp).

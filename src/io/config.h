@@ -169,6 +169,9 @@ struct ModelConfig {
   // "gemma3" when config.json is a multimodal checkpoint's whose text_config this is ("" otherwise):
   // its weights hold the language model under a prefix beside towers a text engine ignores.
   std::string multimodal_type;
+  // What the weights' RMSNorm vectors already include of the architecture's norm offset (a GGUF
+  // gemma3 file stores Gemma's 1 + w): the loader adds only the rest. Not a config.json key.
+  double stored_norm_offset = 0.0;
 };
 
 // Parses config.json text. `source` names the file in errors. Checks types, limits, the keys

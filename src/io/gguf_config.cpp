@@ -24,6 +24,9 @@ struct ArchRow {
   std::string_view model_type;  // config.json model_type
   std::string_view hf_class;
   std::string_view experts_key;  // config key of the routed expert count ("" for dense rows)
+  // What the converter adds to every "*norm.weight" (Gemma3Model.norm_shift: 1, the (1 + w) of
+  // Gemma's RMSNorm already added); ModelConfig::stored_norm_offset.
+  double norm_shift = 0.0;
 };
 
 constexpr std::array kArchRows = {
@@ -35,6 +38,7 @@ constexpr std::array kArchRows = {
     // V2, V2-Lite, V3, R1 and Kimi-K2 share llama.cpp's arch; the model_type follows the router
     // (DeepseekConfig below).
     ArchRow{"deepseek2", "deepseek_v2", "DeepseekV2ForCausalLM", "n_routed_experts"},
+    ArchRow{"gemma3", "gemma3_text", "Gemma3ForCausalLM", "", 1.0},
 };
 
 enum class Kind { kCount, kFloat };
@@ -70,6 +74,9 @@ constexpr std::array kKeys = {
     KeyRow{"expert_weights_scale", "routed_scaling_factor", Kind::kFloat, false},
     KeyRow{"expert_group_count", "n_group", Kind::kCount, false, kMaxConfigExperts},
     KeyRow{"expert_group_used_count", "topk_group", Kind::kCount, false, kMaxConfigExperts},
+    // Gemma 3 (Gemma3Model.set_gguf_parameters; rope.freq_base_swa only in later converters).
+    KeyRow{"final_logit_softcapping", "final_logit_softcapping", Kind::kFloat, false},
+    KeyRow{"rope.freq_base_swa", "rope_local_base_freq", Kind::kFloat, false},
 };
 
 // A count of the metadata, at most `max` (issue 44: before anything is sized by it).
@@ -189,6 +196,37 @@ void DeepseekConfig(const GgufFile& file, nlohmann::json& c) {
     rope_scaling["beta_slow"] = file.Find(arch + "rope.scaling.yarn_beta_slow") != nullptr
                                     ? ShortestFloat(file.GetFloat(arch + "rope.scaling.yarn_beta_slow")) : 1.0;
   }
+}
+
+// Gemma 3 as llama.cpp's gemma3 graph reads the file (src/models/gemma3.cpp): sliding layers only
+// when attention.sliding_window is present, in the pattern of attention.sliding_window_pattern
+// (a count, or one bool per layer; default 6: every 6th layer global); local rope base
+// rope.freq_base_swa (default 10000, unscaled); and the attention scale fixed in the graph, not
+// stored: 1/sqrt(hidden / heads) on the 62-layer 27B, 1/sqrt(head_dim) otherwise (the released
+// models' query_pre_attn_scalar; a file converted from another value is read as llama.cpp reads it).
+void Gemma3Config(const GgufFile& file, nlohmann::json& c) {
+  const std::string arch = "gemma3.";
+  const uint64_t layers = c["num_hidden_layers"].get<uint64_t>();
+  nlohmann::json types = nlohmann::json::array();
+  if (!c.contains("sliding_window")) {
+    for (uint64_t i = 0; i < layers; ++i) types.push_back("full_attention");
+  } else {
+    const std::string key = arch + "attention.sliding_window_pattern";
+    const GgufValue* pattern = file.Find(key);
+    if (pattern != nullptr && std::holds_alternative<std::vector<bool>>(pattern->value)) {
+      const auto& per_layer = std::get<std::vector<bool>>(pattern->value);
+      if (per_layer.size() != layers) Fail(file.path(), ": metadata ", Quote(key), " has ", per_layer.size(), " entries for ", layers, " layers");
+      for (const bool sliding : per_layer) types.push_back(sliding ? "sliding_attention" : "full_attention");
+    } else {
+      const uint64_t n = pattern != nullptr ? BoundedCount(file, key, kMaxConfigLayers) : 6;
+      // llama_hparams::set_swa_pattern: layer i slides iff n == 0 or i % n < n - 1.
+      for (uint64_t i = 0; i < layers; ++i) types.push_back(n == 0 || i % n < n - 1 ? "sliding_attention" : "full_attention");
+    }
+  }
+  c["layer_types"] = types;
+  const uint64_t heads = c["num_attention_heads"].get<uint64_t>(), hidden = c["hidden_size"].get<uint64_t>();
+  const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>() : 256;
+  c["query_pre_attn_scalar"] = layers == 62 && heads > 0 ? hidden / heads : head_dim;
 }
 
 }  // namespace
@@ -321,12 +359,16 @@ nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::uniqu
   }
   if (arch == "qwen3moe") c["norm_topk_prob"] = true;  // Qwen3-MoE's routing (llama.cpp hardcodes it)
   if (arch == "deepseek2") DeepseekConfig(file, c);
+  if (arch == "gemma3") Gemma3Config(file, c);
   return c;
 }
 
 ModelConfig GgufModelConfig(const GgufFile& file, const std::vector<std::unique_ptr<GgufFile>>& split) {
-  const ModelConfig config = ParseModelConfig(GgufConfigJson(file, split).dump(), file.path());
+  ModelConfig config = ParseModelConfig(GgufConfigJson(file, split).dump(), file.path());
   ValidateModelConfig(config, file.path());
+  for (const ArchRow& r : kArchRows) {
+    if (r.gguf == file.GetString("general.architecture")) config.stored_norm_offset = r.norm_shift;
+  }
   return config;
 }
 

@@ -58,6 +58,18 @@ constexpr LayerRule kLayerRules[] = {
     {"exp_probs_b.bias", "mlp.gate.e_score_correction_bias"},
 };
 
+// Where an architecture names a norm otherwise (Gemma's four norms per layer: ffn_norm is the
+// pre-feed-forward norm there, not Llama's post-attention one).
+struct ArchLayerRule {
+  std::string_view arch;
+  std::string_view gguf;
+  std::string_view hf;
+};
+constexpr ArchLayerRule kArchLayerRules[] = {
+    {"gemma3", "ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+    {"gemma3", "post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+};
+
 constexpr std::pair<std::string_view, std::string_view> kGlobalRules[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
     {"output_norm.weight", "model.norm.weight"},
@@ -115,6 +127,9 @@ class Mapper {
     std::string_view rest;
     if (!ParseLayer(t.name, layer, rest)) Unmapped(file, t);
     const std::string prefix = StrCat("model.layers.", layer, ".");
+    for (const ArchLayerRule& rule : kArchLayerRules) {
+      if (rule.arch == arch_ && rest == rule.gguf) return Add(file, t, prefix + std::string(rule.hf));
+    }
     for (const LayerRule& rule : kLayerRules) {
       if (rest != rule.gguf) continue;
       std::vector<int64_t> order;

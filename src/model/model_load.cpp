@@ -232,7 +232,7 @@ void Model::LoadWeights() {
     s.shared = c.tie_word_embeddings;
     lm_head_ = load(s, LinearPolicy{fast, int8, options_.sparse_kernels}, c.tie_word_embeddings);
   }
-  const float offset = arch.norm_offset;
+  const float offset = arch.norm_offset - static_cast<float>(c.stored_norm_offset);
   final_norm_ = NormWeight(view("model.norm.weight"), offset);
   layers_.resize(c.num_hidden_layers);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Tiny random dense (and Qwen3-MoE, Gemma 2/3) checkpoints and their Hugging Face float32 reference outputs.
+"""Tiny random dense (and Qwen3-MoE, Gemma 2/3, Phi-3, SmolLM3, GLM-4.5 MoE) checkpoints and their Hugging
+Face float32 reference outputs.
 
 Spec: ../shared/reference/dense-decoders.md (§1 forward pass, §2 family differences, §3 RoPE,
 §5 tensor names, §6 config loading rules, §9 offline test models); for Gemma
 ../shared/reference/families-2026.md ("Gemma 3", "Gemma 2") and transformers 4.57.1's
-models/gemma3/modeling_gemma3.py and models/gemma2/modeling_gemma2.py.
+models/gemma3/modeling_gemma3.py and models/gemma2/modeling_gemma2.py; for Phi-3, SmolLM3 and GLM-4.5
+families-2026.md ("Phi-3 / Phi-3.5 / Phi-4-mini", "SmolLM2 / SmolLM3", "GLM-4.5 / 4.5-Air"),
+../shared/reference/rope.md (partial rotary) and transformers 4.57.1's models/phi3, models/smollm3,
+models/glm4_moe and modeling_rope_utils.py (`_compute_longrope_parameters`, `dynamic_rope_update`).
 
 For each model below this script
   1. writes a Hub-style config.json by hand (v4 spelling: `rope_theta`/`rope_scaling`,
@@ -17,18 +21,21 @@ For each model below this script
      with seeded random values: embeddings N(0, 1) (std 0.25 when tied), linear weights N(0, 1/in) (lm_head x2,
      router x3), every RMSNorm weight (incl. q_norm/k_norm) 1 + 0.1 N(0, 1), every bias
      0.1 N(0, 1) (q/k/v) or 0.05 N(0, 1) (o, MLP) — HF init leaves norms at 1 and biases at 0,
-     which would let a missing norm or bias pass. Gemma differs: its RMSNorm multiplies by (1 + w),
+     which would let a missing norm or bias pass; GLM-4.5's router buffer `e_score_correction_bias` is
+     0.1 N(0, 1) (HF leaves it at zero, which would hide it). Gemma differs: its RMSNorm multiplies by (1 + w),
      so every Gemma norm weight w (incl. q/k, pre/post feed-forward norms) is 0.1 N(0, 1), the final
      norm's 3 + 0.1 N(0, 1) (19 + 0.1 N(0, 1) for gemma2_a) so that the logits are not tiny with
      the small tied embedding (N(0, 0.03^2), 0.05 for gemma2_a: larger ones make greedy repeat
      the input token); gemma2_a's q/k_proj are x3.5 in layers 2-3 so that attention scores reach
      the soft-cap (x3.5 in all four layers puts transformers' float32 error, which grows with
      the scores, above the 1e-5 bar of (a));
-  3. rounds every tensor to the stored dtype (BF16, or F32 for llama_b, F16 for mistral_b) and
+  3. rounds every tensor to the stored dtype (BF16, or F32 for llama_b, phi3_b and gemma3_b, F16 for
+     mistral_b; `e_score_correction_bias` always F32 as in the released GLM-4.5 files) and
      loads exactly those values back into the float32 model, so the reference sees what is stored;
      writes model.safetensors (HF names of §5; no lm_head.weight when tied; Qwen3-MoE experts under
-     the per-expert names `mlp.experts.{e}.{gate,up,down}_proj.weight`, as save_pretrained writes)
-     and generation_config.json (bos/eos; eos a list for llama_a and qwen3_a);
+     the per-expert names `mlp.experts.{e}.{gate,up,down}_proj.weight`, as save_pretrained writes;
+     glm4_moe_b also the MTP layer model.layers.2.* that GLM-4.5's files carry, see `mtp_tensors`)
+     and generation_config.json (bos/eos; eos a list for llama_a and qwen3_a; a null bos left out);
   4. records, with transformers float32 eager on CPU:
        - `golden.json`: "prompt_ids" (random, longer than every sliding window), "greedy_ids" (32
          tokens from model.generate(do_sample=False, min_new_tokens=32, max_new_tokens=32)),
@@ -42,11 +49,16 @@ For each model below this script
      greedy tokens of generate() (KV cache, sliding-window cache) equal the argmax of the
      single forward pass, and no greedy step picks an eos id; (c) for the v4 directories
      `from_pretrained(dir)` reproduces the logits exactly (so config.json + model.safetensors
-     alone mean the same model to transformers); for qwen3_b the v5 config converted back to v4
-     by `v5_to_v4` must equal the config the model was built from.
+     alone mean the same model to transformers; the only unexpected keys allowed are glm4_moe_b's
+     MTP layer, which transformers 4.57.1 reports as unused because its Glm4MoeModel skips only
+     model.layers.46.* and model.layers.92.* silently); for qwen3_b the v5 config converted back to v4
+     by `v5_to_v4` must equal the config the model was built from. For Phi-3 / SmolLM3 / GLM-4.5 the
+     modules transformers built are checked against the parsed config too: rotary width, longrope
+     attention factor and the inverse frequencies the forward call used, biases, q/k norms, NoPE
+     layers, MoE layers.
 
 Models (V vocab, H hidden, nh/nkv heads, D head_dim, L layers, I intermediate, P prompt length;
-T = P + 32 logit rows; every directory 241-354 KiB but gemma3_a's 759 KiB, about 4.2 MiB in all):
+T = P + 32 logit rows; every directory 239-354 KiB but gemma3_a's 759 KiB, about 5.8 MiB in all):
   llama_a     Llama, BF16, untied. V 256, H 64, 4/2 heads, D 16 (implicit), L 2, I 64, P 44.
               rope_scaling llama3 (factor 8, low 1, high 4, original_max_position_embeddings
               48 < T = 76), theta 5e5: frequency 0 kept, 1 blended, 2..7 divided by 8.
@@ -94,10 +106,54 @@ T = P + 32 logit rows; every directory 241-354 KiB but gemma3_a's 759 KiB, about
               The goldens are those of the Gemma3ForCausalLM built from text_config on those
               tensors; (c) loads the directory as Gemma3ForConditionalGeneration and gets the same
               logits, bit for bit, for the text-only input. P 40, prompt below the image ids 297-299.
+  phi3_a      Phi3ForCausalLM, BF16, untied, laid out as Phi-4-mini-instruct. V 256, H 64, 4/2 heads, D 16,
+              L 2, I 64, P 40. fused qkv_proj [128, 64] (rows q 64 | k 32 | v 32) and gate_up_proj [128, 64]
+              (rows gate | up); partial_rotary_factor 0.75: the first 12 channels of each head rotate
+              (split-half pairs (i, i + 6)), 4 pass; rope_scaling {"type": "longrope", 6 short_factor,
+              6 long_factor} with original_max_position_embeddings 32 < P = 40 and max_position_embeddings
+              512: every forward call (prefill and each decode step) has max position + 1 > 32 and uses
+              the long factors, inv_freq = 1 / (long_factor * 1e4^(2i/12)); cos and sin x
+              sqrt(1 + ln(512/32) / ln 32) = 1.3416; Phi-4-mini's keys transformers does not read
+              (attention_bias, mlp_bias, lm_head_bias, full_attn_mod, interpolate_factor, embd_pdrop,
+              resid_pdrop) written as that file has them; sliding_window null.
+  phi3_b      Phi3ForCausalLM, F32, tied (as Phi-4-mini). V 256, H 48, 6/2 heads, D 8, L 2, I 64, P 40.
+              qkv_proj [80, 48]; no partial_rotary_factor key (1.0); rope_scaling null; rms_norm_eps
+              1e-5; sliding_window 16 (Phi-3-mini-4k's config has 2047, which transformers applies).
+  smollm3_a   SmolLM3ForCausalLM, BF16, tied. V 256, H 64, 4/2 heads, D 16, L 4, I 48, P 40. Explicit
+              no_rope_layers [1, 0, 1, 1] (1 = rope, layer 1 NoPE) beside no_rope_layer_interval 4, as
+              SmolLM3-3B's config.json writes both keys: transformers reads the list and uses the
+              interval only when the list is null (it would give [1, 1, 1, 0]). bos_token_id null;
+              pretraining_tp / max_window_layers present and unread. rope_theta 5e6.
+  smollm3_b   SmolLM3ForCausalLM, BF16, untied. V 256, H 64, 4/1 heads, D 16, L 4, I 48, P 40. No
+              no_rope_layers: derived from no_rope_layer_interval 3 as int((i + 1) % 3 != 0) =
+              [1, 1, 0, 1]; attention_bias true: q, k, v and o_proj biases.
+  glm4_moe_a  Glm4MoeForCausalLM, BF16, untied, laid out as GLM-4.5. V 256, H 48, 4/2 heads, head_dim 16
+              != H/nh 12, L 3, P 40. first_k_dense_replace 1: layer 0 a dense MLP (I 64), layers 1-2 MoE
+              with 8 routed experts (moe_intermediate 8), top-2, n_group 2 / topk_group 1,
+              routed_scaling_factor 2.5, norm_topk_prob true, 1 shared expert (intermediate 8); sigmoid
+              router + e_score_correction_bias for the choice only (it changes 20 / 16 of the 72
+              routings of layers 1 / 2); partial_rotary_factor 0.5 (first 8 channels, pairs (i, i + 4));
+              use_qk_norm true (per head over head_dim, before rope); q/k/v biases, no o_proj bias.
+  glm4_moe_b  Glm4MoeForCausalLM, BF16, untied, laid out as GLM-4.5-Air. V 256, H 48, 4/1 heads, head_dim
+              24, L 2, P 40. first_k_dense_replace 0 (both layers MoE), 6 routed experts top-3, n_group 1
+              / topk_group 1, norm_topk_prob false, routed_scaling_factor 1.0, n_shared_experts 2 (one
+              shared MLP of intermediate 16); use_qk_norm false; q/k/v biases; rotary on the first 12
+              channels. num_nextn_predict_layers 1 and model.safetensors holds that MTP layer as
+              model.layers.2.*: a full MoE decoder layer plus eh_proj [48, 96], enorm, hnorm,
+              embed_tokens [256, 48], shared_head.norm, shared_head.head [256, 48], seeded values of their
+              own; golden.json "ignored_tensors" lists them. The goldens never involve it.
 Both MoE checkpoints use the per-expert names. golden.json also records, per model, how much the
 float64 logits move when one switch is misread on purpose ("max_abs_logit_change_if_misread",
 each asserted > 1% of max|logit|), the derived layer types, and for MoE the sparse layers and the
-smallest gap between the k-th and (k+1)-th router probability ("min_router_topk_gap").
+smallest gap between the k-th and (k+1)-th router probability ("min_router_topk_gap"; for GLM-4.5 of the
+biased choice scores, and with a group limit also between the topk_group-th and next group score).
+For Phi-3, SmolLM3 and GLM-4.5 golden.json also has "rotary_dim" and "rope_theta"; phi3_a "longrope" (the
+original/max lengths, scale, attention factor and its formula, which factor list the calls used, the
+inverse frequencies used and the short ones); SmolLM3 "rope_layers" (no_rope_layers as transformers
+derives it); GLM-4.5 "sparse_layers", "min_chosen_biased_score" (transformers fills excluded groups with
+0.0 instead of -inf; the two agree while every chosen biased score is > 0, asserted where groups are
+excluded) and "routings_changed_by_correction_bias" per MoE layer (tokens whose chosen expert set
+differs without the bias); glm4_moe_b "mtp_layer_index" and "ignored_tensors".
 For Gemma golden.json also has "embed_scale" (sqrt(H) as transformers multiplies by it: cast to the
 weights' compute dtype, float32 here — a bfloat16 run would use "embed_scale_if_run_in_bfloat16"),
 the attention scale, rope theta and linear factor per layer, the soft-caps, the max |pre-cap|
@@ -370,8 +426,161 @@ def gemma3_mm():
                       "and multi_modal_projector.* that a text engine ignores; goldens are the text model's")
 
 
+# Phi-3 / Phi-4-mini, SmolLM3, GLM-4.5 (families-2026.md). Key order sorted, as save_pretrained writes the
+# Hub's files.
+
+PHI3_A_SHORT = [1.0, 1.02, 1.05, 1.1, 1.2, 1.35]
+PHI3_A_LONG = [1.0, 1.5, 2.5, 4.0, 8.0, 16.0]
+
+
+def phi3_a():
+    c = {"architectures": ["Phi3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+         "bos_token_id": 250, "embd_pdrop": 0.0, "eos_token_id": 251, "full_attn_mod": 1, "hidden_act": "silu",
+         "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 64, "interpolate_factor": 1,
+         "lm_head_bias": False, "max_position_embeddings": 512, "mlp_bias": False, "model_type": "phi3",
+         "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2,
+         "original_max_position_embeddings": 32, "pad_token_id": 250, "partial_rotary_factor": 0.75,
+         "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+         "rope_scaling": {"long_factor": PHI3_A_LONG, "short_factor": PHI3_A_SHORT, "type": "longrope"},
+         "rope_theta": 10000.0, "sliding_window": None, "tie_word_embeddings": False, "use_cache": True,
+         "vocab_size": 256}
+    return dict(name="phi3_a", family="phi3", seed=8105, dtype="bfloat16", prompt=40, config=c,
+                generation={"bos_token_id": 250, "eos_token_id": [252, 251]},
+                switches={"short factors instead of long (T 72 > original 32)": {"longrope": "short"},
+                          "no longrope attention factor (cos/sin x 1)": {"attn_factor": 1.0},
+                          "long/short chosen per position (short for positions < 32) instead of per call":
+                              {"longrope": "per_position"},
+                          "attention factor 0.1 ln(16) + 1 (yarn's) instead of sqrt(1 + ln 16 / ln 32)":
+                              {"attn_factor": 0.1 * math.log(512 / 32) + 1.0},
+                          "rope_scaling ignored (plain rope, factor 1)": {"rope": None, "attn_factor": 1.0},
+                          "partial_rotary_factor ignored (rotate all 16 channels, plain rope)":
+                              {"rot": 16, "rope": None, "attn_factor": 1.0},
+                          "rotary on interleaved pairs (2i, 2i+1)": {"pairing": "interleaved"},
+                          "gate_up_proj halves swapped (up | gate)": {"swap_gate_up": True}},
+                notes="Phi3ForCausalLM laid out as Phi-4-mini-instruct: fused qkv_proj (q | k | v rows) with GQA 4/2, fused "
+                      "gate_up_proj (gate | up rows), partial_rotary_factor 0.75 (first 12 of 16 channels rotated, split-half "
+                      "pairs (i, i + 6)), longrope with 6 short / 6 long factors, original_max_position_embeddings 32 < "
+                      "prompt 40 so every forward call (prefill and each decode step) uses the long factors, attention "
+                      "factor sqrt(1 + ln(512/32)/ln(32)) on cos and sin; untied; sliding_window null")
+
+
+def phi3_b():
+    c = {"architectures": ["Phi3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+         "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 48,
+         "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 4096, "model_type": "phi3",
+         "num_attention_heads": 6, "num_hidden_layers": 2, "num_key_value_heads": 2,
+         "original_max_position_embeddings": 4096, "pad_token_id": 2, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+         "rope_scaling": None, "rope_theta": 10000.0, "sliding_window": 16, "tie_word_embeddings": True,
+         "use_cache": True, "vocab_size": 256}
+    return dict(name="phi3_b", family="phi3", seed=8206, dtype="float32", prompt=40, config=c,
+                generation={"bos_token_id": 1, "eos_token_id": [2, 3]},
+                switches={"sliding_window ignored": {"sliding": [False] * 2},
+                          "gate_up_proj halves swapped (up | gate)": {"swap_gate_up": True},
+                          "fused qkv_proj split as k | q | v": {"qkv_order": "kqv"}},
+                notes="Phi3ForCausalLM, F32, tied (as Phi-4-mini); GQA 6/2, head_dim 8; fused qkv_proj / gate_up_proj; "
+                      "no partial_rotary_factor key (1.0: all 8 channels rotated); rope_scaling null; sliding_window 16 "
+                      "with a 40-token prompt (Phi-3-mini-4k's config has sliding_window 2047; transformers applies it)")
+
+
+def smollm3_a():
+    c = {"architectures": ["SmolLM3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+         "bos_token_id": None, "eos_token_id": 250, "hidden_act": "silu", "hidden_size": 64,
+         "initializer_range": 0.02, "intermediate_size": 48, "max_position_embeddings": 65536,
+         "max_window_layers": 4, "mlp_bias": False, "model_type": "smollm3", "no_rope_layer_interval": 4,
+         "no_rope_layers": [1, 0, 1, 1], "num_attention_heads": 4, "num_hidden_layers": 4,
+         "num_key_value_heads": 2, "pad_token_id": 251, "pretraining_tp": 2, "rms_norm_eps": 1e-06,
+         "rope_scaling": None, "rope_theta": 5000000.0, "sliding_window": None, "tie_word_embeddings": True,
+         "use_cache": True, "use_sliding_window": False, "vocab_size": 256}
+    return dict(name="smollm3_a", family="smollm3", seed=9105, dtype="bfloat16", prompt=40, config=c,
+                generation={"bos_token_id": None, "eos_token_id": 250},
+                switches={"no_rope_layers ignored (rope on every layer)": {"rope_layers": [True] * 4},
+                          "no_rope_layers derived from no_rope_layer_interval 4 instead of the list ([1, 1, 1, 0])":
+                              {"rope_layers": [True, True, True, False]},
+                          "no_rope_layers read inverted (0 = rope)": {"rope_layers": [False, True, False, False]}},
+                notes="SmolLM3ForCausalLM as SmolLM3-3B's config.json writes it: an explicit no_rope_layers list (1 = rope, "
+                      "0 = NoPE) beside no_rope_layer_interval 4; the list here is [1, 0, 1, 1] (layer 1 NoPE), which "
+                      "transformers reads in preference to the interval (that would give [1, 1, 1, 0]); GQA 4/2; tied; "
+                      "bos_token_id null; pretraining_tp 2 and max_window_layers ignored by transformers")
+
+
+def smollm3_b():
+    c = {"architectures": ["SmolLM3ForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+         "bos_token_id": None, "eos_token_id": 250, "hidden_act": "silu", "hidden_size": 64,
+         "initializer_range": 0.02, "intermediate_size": 48, "max_position_embeddings": 65536,
+         "mlp_bias": False, "model_type": "smollm3", "no_rope_layer_interval": 3, "num_attention_heads": 4,
+         "num_hidden_layers": 4, "num_key_value_heads": 1, "pad_token_id": 251, "rms_norm_eps": 1e-06,
+         "rope_scaling": None, "rope_theta": 5000000.0, "sliding_window": None, "tie_word_embeddings": False,
+         "use_cache": True, "use_sliding_window": False, "vocab_size": 256}
+    return dict(name="smollm3_b", family="smollm3", seed=9211, dtype="bfloat16", prompt=40, config=c,
+                generation={"bos_token_id": None, "eos_token_id": 250},
+                switches={"no_rope_layer_interval ignored (rope on every layer)": {"rope_layers": [True] * 4},
+                          "default interval 4 instead of 3 ([1, 1, 1, 0])": {"rope_layers": [True, True, True, False]},
+                          "no q/k/v bias": {"qkv_bias": False}, "no o_proj bias": {"o_bias": False}},
+                notes="SmolLM3ForCausalLM with no no_rope_layers list: transformers derives it from no_rope_layer_interval "
+                      "3 as int((i + 1) % 3 != 0) = [1, 1, 0, 1] (layer 2 NoPE); attention_bias true (q, k, v AND o_proj "
+                      "biases); GQA 4/1; untied")
+
+
+def glm4_moe_a():
+    c = {"architectures": ["Glm4MoeForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+         "eos_token_id": [253, 254, 255], "first_k_dense_replace": 1, "head_dim": 16, "hidden_act": "silu",
+         "hidden_size": 48, "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 131072,
+         "model_type": "glm4_moe", "moe_intermediate_size": 8, "n_group": 2, "n_routed_experts": 8,
+         "n_shared_experts": 1, "norm_topk_prob": True, "num_attention_heads": 4, "num_experts_per_tok": 2,
+         "num_hidden_layers": 3, "num_key_value_heads": 2, "pad_token_id": 253, "partial_rotary_factor": 0.5,
+         "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 1000000.0, "routed_scaling_factor": 2.5,
+         "tie_word_embeddings": False, "topk_group": 1, "use_cache": True, "use_qk_norm": True, "vocab_size": 256}
+    return dict(name="glm4_moe_a", family="glm4_moe", seed=10105, dtype="bfloat16", prompt=40, config=c,
+                generation={"bos_token_id": None, "eos_token_id": [253, 254, 255]},
+                switches={"e_score_correction_bias ignored in the choice": {"use_bias": False},
+                          "e_score_correction_bias also in the weights": {"biased_weights": True},
+                          "group limit ignored (all 8 experts eligible)": {"topk_group": 2},
+                          "group score = max instead of sum of top-2": {"group_score": "max"},
+                          "norm_topk_prob false": {"norm_topk": False},
+                          "routed_scaling_factor ignored (1.0)": {"route_scale": 1.0},
+                          "softmax router instead of sigmoid": {"score_func": "softmax"},
+                          "no shared expert": {"shared": False},
+                          "partial_rotary_factor ignored (rotate all 16 channels)": {"rot": 16},
+                          "rotary on interleaved pairs (2i, 2i+1)": {"pairing": "interleaved"},
+                          "no q/k norm": {"qk_norm": False},
+                          "no q/k/v bias": {"qkv_bias": False}},
+                notes="Glm4MoeForCausalLM laid out as GLM-4.5: layer 0 dense (first_k_dense_replace 1, I 64), layers 1-2 MoE: "
+                      "8 routed experts (moe_intermediate 8), top-2, sigmoid scores, e_score_correction_bias (F32, "
+                      "0.1 N(0,1)) for the choice only, n_group 2 / topk_group 1 (group score = sum of the top-2 biased "
+                      "scores), weights from the unbiased scores, norm_topk_prob true, x routed_scaling_factor 2.5, plus 1 "
+                      "shared expert; head_dim 16 != hidden/heads 12, partial_rotary_factor 0.5 (first 8 channels, split-half "
+                      "pairs (i, i + 4)); use_qk_norm true (per head, before rope); attention_bias: q/k/v biases, o_proj none; "
+                      "GQA 4/2; untied")
+
+
+def glm4_moe_b():
+    c = {"architectures": ["Glm4MoeForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+         "eos_token_id": [253, 254, 255], "first_k_dense_replace": 0, "head_dim": 24, "hidden_act": "silu",
+         "hidden_size": 48, "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 131072,
+         "model_type": "glm4_moe", "moe_intermediate_size": 8, "n_group": 1, "n_routed_experts": 6,
+         "n_shared_experts": 2, "norm_topk_prob": False, "num_attention_heads": 4, "num_experts_per_tok": 3,
+         "num_hidden_layers": 2, "num_key_value_heads": 1, "num_nextn_predict_layers": 1, "pad_token_id": 253,
+         "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 1000000.0,
+         "routed_scaling_factor": 1.0, "tie_word_embeddings": False, "topk_group": 1, "use_cache": True,
+         "use_qk_norm": False, "vocab_size": 256}
+    return dict(name="glm4_moe_b", family="glm4_moe", seed=10206, dtype="bfloat16", prompt=40, config=c, mtp=True,
+                generation={"bos_token_id": None, "eos_token_id": [253, 254, 255]},
+                switches={"e_score_correction_bias ignored in the choice": {"use_bias": False},
+                          "norm_topk_prob true": {"norm_topk": True},
+                          "no shared expert": {"shared": False},
+                          "partial_rotary_factor ignored (rotate all 24 channels)": {"rot": 24}},
+                notes="Glm4MoeForCausalLM laid out as GLM-4.5-Air with its MTP layer: both layers MoE (first_k_dense_replace 0), "
+                      "6 routed experts top-3, n_group 1 / topk_group 1 (no group limit), norm_topk_prob false (weights are "
+                      "the raw sigmoid scores, sum != 1), routed_scaling_factor 1.0, n_shared_experts 2 (one shared MLP of "
+                      "intermediate 2 x 8 = 16); use_qk_norm false; q/k/v biases; head_dim 24 != hidden/heads 12, rotary "
+                      "on the first 12 channels; GQA 4/1; num_nextn_predict_layers 1: model.layers.2.* (a full MoE decoder "
+                      "layer plus eh_proj, enorm, hnorm, embed_tokens, shared_head.norm, shared_head.head) is in "
+                      "model.safetensors and is not part of the forward pass")
+
+
 MODELS = [llama_a(), llama_b(), mistral_a(), mistral_b(), qwen2_a(), qwen2_b(), qwen3_a(), qwen3_b(),
-          qwen3_moe_a(), qwen3_moe_b(), gemma3_a(), gemma3_b(), gemma2_a(), gemma3_mm()]
+          qwen3_moe_a(), qwen3_moe_b(), gemma3_a(), gemma3_b(), gemma2_a(), gemma3_mm(),
+          phi3_a(), phi3_b(), smollm3_a(), smollm3_b(), glm4_moe_a(), glm4_moe_b()]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -402,12 +611,13 @@ def disk_config(m):
     c = dict(m["config"])
     c["torch_dtype"] = m["dtype"]
     c["transformers_version"] = transformers.__version__
-    if m["family"] in GEMMA:  # the Hub's Gemma files list their keys sorted
+    if m["family"] in SORTED_KEYS:  # the Hub's Gemma, Phi-3, SmolLM3, GLM-4.5 files list their keys sorted
         c = dict(sorted(c.items()))
     return c
 
 
 GEMMA = ("gemma2", "gemma3")
+SORTED_KEYS = GEMMA + ("phi3", "smollm3", "glm4_moe")
 
 
 def text_config(c):
@@ -436,6 +646,9 @@ def make_weights(m, model):
             continue
         shape = sd[name].shape
         n = torch.randn(*shape, generator=gen, dtype=torch.float32)
+        if name.endswith("e_score_correction_bias"):  # GLM-4.5 router buffer, F32 in the released files
+            w[name] = (m.get("router_bias_std", 0.1) * n).contiguous()
+            continue
         if name.endswith("norm.weight") and gemma:  # Gemma norms multiply by (1 + w)
             t = 0.1 * n + (m.get("final_norm_offset", 0.0) if name == "model.norm.weight" else 0.0)
         elif name.endswith("norm.weight"):  # input/post_attention/final norms, q_norm, k_norm
@@ -448,7 +661,7 @@ def make_weights(m, model):
             t = n * (0.25 if tied else 1.0)
         elif name == "lm_head.weight":
             t = n * (2.0 / math.sqrt(H))
-        elif name.endswith("mlp.gate.weight"):  # Qwen3-MoE router [E, H]
+        elif name.endswith("mlp.gate.weight"):  # Qwen3-MoE / GLM-4.5 router [E, H]
             t = n * (3.0 / math.sqrt(H))
         else:
             assert name.endswith(".weight") and len(shape) == 2, name
@@ -487,6 +700,39 @@ def multimodal_checkpoint(m, text_weights, gen):
     return out
 
 
+def mtp_tensors(m, cfg, gen):
+    """glm4_moe_b: the MTP ("nextn") layer that GLM-4.5's model.safetensors carries as
+    model.layers.<num_hidden_layers>.* (num_nextn_predict_layers 1; transformers 4.57.1 builds no such
+    layer): a full decoder layer (MoE here, since its index >= first_k_dense_replace) plus eh_proj
+    [H, 2H], enorm, hnorm, embed_tokens [V, H], shared_head.norm and shared_head.head [V, H], as llama.cpp's
+    GLM4_MOE tensor map (NEXTN_*) and vLLM's glm4_moe_mtp.py name them. Seeded values of their own (not copies
+    of the main embedding / lm_head), so a loader that used them would fail; a text engine skips them."""
+    from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeDecoderLayer
+    L, H, V = cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size
+    with torch.device("meta"):
+        block = Glm4MoeDecoderLayer(cfg, L)
+    pre = f"model.layers.{L}."
+    shapes = {pre + k: tuple(v.shape) for k, v in block.state_dict().items()}
+    shapes.update({pre + "eh_proj.weight": (H, 2 * H), pre + "enorm.weight": (H,), pre + "hnorm.weight": (H,),
+                   pre + "embed_tokens.weight": (V, H), pre + "shared_head.norm.weight": (H,),
+                   pre + "shared_head.head.weight": (V, H)})
+    store = DTYPES[m["dtype"]]
+    out = {}
+    for name in sorted(shapes):
+        n = torch.randn(*shapes[name], generator=gen, dtype=torch.float32)
+        if name.endswith("e_score_correction_bias"):
+            out[name] = (0.1 * n).contiguous()
+            continue
+        if name.endswith("norm.weight"):
+            t = 1.0 + 0.1 * n
+        elif name.endswith(".bias"):
+            t = 0.1 * n
+        else:
+            t = n / math.sqrt(shapes[name][1])
+        out[name] = t.to(store).contiguous()
+    return out
+
+
 def load_weights(model, w, tied):
     sd = {k: v.float() for k, v in w.items()}
     missing, unexpected = model.load_state_dict(sd, strict=False)
@@ -503,7 +749,8 @@ def load_weights(model, w, tied):
 # Independent float64 reference, from dense-decoders.md §1-§3 and the config.json as written
 
 def parse_config(c):
-    """Everything the forward pass needs, by the loading rules of §2/§3/§6 (both spellings)."""
+    """Everything the forward pass needs, by the loading rules of §2/§3/§6 (both spellings), and for Phi-3,
+    SmolLM3 and GLM-4.5 by the rules of transformers 4.57.1's configuration_*.py (defaults included)."""
     mt = c["model_type"]
     H, nh, nkv, L = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["num_hidden_layers"]
     head_dim = c.get("head_dim")
@@ -519,7 +766,7 @@ def parse_config(c):
     if rope is not None:
         rope = dict(rope)
         rope.setdefault("rope_type", rope.get("type"))
-    if mt == "mistral":
+    if mt in ("mistral", "phi3"):  # phi3: create_sliding_window_causal_mask on every layer when sliding_window is set
         sliding = [c.get("sliding_window") is not None] * L
     elif mt in ("qwen2", "qwen3"):
         sliding = [bool(c.get("use_sliding_window")) and i >= c["max_window_layers"] for i in range(L)]
@@ -527,27 +774,62 @@ def parse_config(c):
         sliding = [bool(c.get("use_sliding_window")) and c.get("sliding_window") is not None] * L
     else:
         sliding = [False] * L
+    # SmolLM3: no_rope_layers (1 = rope, 0 = NoPE) when given, else int((i + 1) % no_rope_layer_interval != 0)
+    rope_layers = [True] * L
+    if mt == "smollm3":
+        nrl = c.get("no_rope_layers")
+        if nrl is None:
+            nrl = [int((i + 1) % c.get("no_rope_layer_interval", 4) != 0) for i in range(L)]
+        rope_layers = [bool(x) for x in nrl]
+        # a layer slides only where it is NoPE and use_sliding_window with a window is set
+        sliding = [bool(c.get("use_sliding_window")) and c.get("sliding_window") is not None and not r
+                   for r in rope_layers]
     attn_bias = bool(c.get("attention_bias", False))
+    partial = c.get("partial_rotary_factor", 0.5 if mt == "glm4_moe" else 1.0)
     p = dict(H=H, nh=nh, nkv=nkv, L=L, D=head_dim, theta=theta, rope=rope, eps=c["rms_norm_eps"],
              window=c.get("sliding_window"), sliding=sliding, tied=c["tie_word_embeddings"],
-             qkv_bias=(mt == "qwen2") or (mt != "mistral" and attn_bias),
-             o_bias=(mt not in ("qwen2", "mistral")) and attn_bias,
-             mlp_bias=(mt == "llama") and bool(c.get("mlp_bias", False)),
-             qk_norm=mt in ("qwen3", "qwen3_moe"), sparse=[False] * L)
+             # phi3 has no q/k/v/o biases whatever attention_bias says (the key is not read)
+             qkv_bias=(mt == "qwen2") or (mt not in ("mistral", "phi3") and attn_bias),
+             # o_proj bias: llama, qwen3(-moe) and smollm3 with attention_bias; glm4_moe's o_proj never has one
+             o_bias=(mt not in ("qwen2", "mistral", "phi3", "glm4_moe")) and attn_bias,
+             mlp_bias=(mt in ("llama", "smollm3")) and bool(c.get("mlp_bias", False)),
+             qk_norm=mt in ("qwen3", "qwen3_moe") or (mt == "glm4_moe" and bool(c.get("use_qk_norm", False))),
+             sparse=[False] * L, rot=int(head_dim * partial), rope_layers=rope_layers, fused=(mt == "phi3"),
+             attn_factor=None, longrope=None, pairing="split", swap_gate_up=False, qkv_order="qkv", router=None)
+    if rope is not None and rope["rope_type"] == "longrope":
+        # Phi3Config keeps original_max_position_embeddings at the top level (default 4096); transformers takes
+        # factor = max_position_embeddings / original and never reads rope_scaling.factor when that key is set
+        orig = c.get("original_max_position_embeddings", 4096)
+        scale = c["max_position_embeddings"] / orig
+        p.update(original_max=orig, longrope_scale=scale,
+                 attn_factor=rope.get("attention_factor") or (
+                     1.0 if scale <= 1.0 else math.sqrt(1 + math.log(scale) / math.log(orig))))
     if mt == "qwen3_moe":
         E = c.get("num_experts", c.get("num_local_experts"))
         p.update(E=E, k=c["num_experts_per_tok"], norm_topk=bool(c["norm_topk_prob"]))
         p["sparse"] = [i not in (c.get("mlp_only_layers") or []) and E > 0
                        and (i + 1) % c["decoder_sparse_step"] == 0 for i in range(L)]
+    if mt == "glm4_moe":  # DeepSeek-V3's noaux_tc router (families-2026.md "GLM-4.5")
+        p.update(router="sigmoid", E=c["n_routed_experts"], k=c["num_experts_per_tok"],
+                 norm_topk=bool(c.get("norm_topk_prob", True)), n_group=c.get("n_group", 1),
+                 topk_group=c.get("topk_group", 1), route_scale=c.get("routed_scaling_factor", 1.0),
+                 use_bias=True, biased_weights=False, group_score="sum2", score_func="sigmoid", shared=True)
+        p["sparse"] = [i >= c.get("first_k_dense_replace", 1) for i in range(L)]
     return p
 
 
-def inv_freq_ref(p):
-    D = p["D"]
-    inv = 1.0 / p["theta"] ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
+def inv_freq_ref(p, T=None):
+    """Inverse frequencies of the rotated channels (rot = head_dim * partial_rotary_factor); T, the length of
+    the forward call, picks longrope's factor list."""
+    R = p["rot"]
+    inv = 1.0 / p["theta"] ** (torch.arange(0, R, 2, dtype=torch.float64) / R)
     r = p["rope"]
     if r is None:
         return inv
+    if r["rope_type"] == "longrope":
+        # long factors when the call's sequence (max position id + 1) exceeds original_max_position_embeddings
+        which = p["longrope"] or ("long" if T > p["original_max"] else "short")
+        return inv / torch.tensor(r[which + "_factor"], dtype=torch.float64)
     assert r["rope_type"] == "llama3", r
     f, lo, hi, L0 = r["factor"], r["low_freq_factor"], r["high_freq_factor"], r["original_max_position_embeddings"]
     wl = 2 * math.pi / inv
@@ -558,15 +840,49 @@ def inv_freq_ref(p):
     return torch.where(mid, blend, out)
 
 
+def glm_route(p, h, W, pre):
+    """GLM-4.5 / DeepSeek-V3 noaux_tc routing for one layer: sigmoid scores, + e_score_correction_bias for the
+    CHOICE only; group score = sum of the top-2 biased scores of each group, the topk_group best groups kept
+    (the others excluded); top-k of the biased scores; weights = the unbiased scores of the chosen experts,
+    renormalised when norm_topk_prob, times routed_scaling_factor.
+
+    Returns (ids [T, k], weights [T, k], stats). transformers fills excluded experts with 0.0 rather than
+    -inf: the two agree while every chosen biased score is > 0, which stats["min_chosen_biased_score"] shows."""
+    logits = h @ W[pre + "mlp.gate.weight"].T
+    T, E, k, G, TG = logits.shape[0], p["E"], p["k"], p["n_group"], p["topk_group"]
+    scores = torch.softmax(logits, -1) if p["score_func"] == "softmax" else torch.sigmoid(logits)
+    bias = W[pre + "mlp.gate.e_score_correction_bias"]
+    choice = scores + bias if p["use_bias"] else scores.clone()
+    gaps = []
+    if TG < G:
+        grouped = choice.view(T, G, E // G)
+        group = grouped.max(-1).values if p["group_score"] == "max" else grouped.topk(2, -1).values.sum(-1)
+        srt = group.sort(-1, descending=True).values
+        gaps.append(float((srt[:, TG - 1] - srt[:, TG]).min()))
+        keep = torch.zeros(T, G, dtype=torch.bool)
+        keep.scatter_(1, group.topk(TG, -1).indices, True)
+        choice = choice.masked_fill(~keep.repeat_interleave(E // G, 1), float("-inf"))
+    srt = choice.sort(-1, descending=True).values
+    gaps.append(float((srt[:, k - 1] - srt[:, k]).min()))
+    ids = choice.topk(k, -1).indices
+    w = (choice if p["biased_weights"] else scores).gather(1, ids)
+    if p["norm_topk"]:
+        w = w / (w.sum(-1, keepdim=True) + 1e-20)
+    stats = {"min_router_topk_gap": min(gaps), "min_chosen_biased_score": float(choice.gather(1, ids).min())}
+    return ids, w * p["route_scale"], stats
+
+
 def reference_forward(c, weights, ids, override=None):
-    """Returns (logits [T, V] float64, smallest router gap p_(k) - p_(k+1) or None).
+    """Returns (logits [T, V] float64, stats): stats["min_router_topk_gap"] for MoE (smallest gap between the
+    k-th and (k+1)-th router choice score, and for grouped routing between the topk_group-th and next group
+    score); for GLM-4.5 also how many routings the correction bias changes.
 
     `override` replaces parsed settings (a deliberately wrong reading of the config, to show the
     golden depends on that switch)."""
     p = parse_config(c)
     p.update(override or {})
     W = {k: v.double() for k, v in weights.items()}
-    T, H, D, nh, nkv, eps = ids.shape[0], p["H"], p["D"], p["nh"], p["nkv"], p["eps"]
+    T, H, D, nh, nkv, eps, R = ids.shape[0], p["H"], p["D"], p["nh"], p["nkv"], p["eps"], p["rot"]
 
     def rms(x, w):
         return w * (x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps))
@@ -576,29 +892,56 @@ def reference_forward(c, weights, ids, override=None):
         return y + W[name + ".bias"] if bias else y
 
     def mlp(x, pre, bias):
+        if pre + "gate_up_proj.weight" in W:  # Phi-3: fused rows gate | up
+            gu = lin(x, pre + "gate_up_proj", False)
+            g, u = gu[..., :gu.shape[-1] // 2], gu[..., gu.shape[-1] // 2:]
+            if p["swap_gate_up"]:
+                g, u = u, g
+            return lin(torch.nn.functional.silu(g) * u, pre + "down_proj", False)
         return lin(torch.nn.functional.silu(lin(x, pre + "gate_proj", bias)) * lin(x, pre + "up_proj", bias),
                    pre + "down_proj", bias)
 
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq_ref(p)[None]
-    cos, sin = torch.cos(ang)[:, None], torch.sin(ang)[:, None]
+    pos = torch.arange(T, dtype=torch.float64)
+    if p["longrope"] == "per_position":  # the misreading: short below original_max_position_embeddings, long above
+        inv = torch.where((pos + 1 > p["original_max"])[:, None], inv_freq_ref(dict(p, longrope="long"))[None],
+                          inv_freq_ref(dict(p, longrope="short"))[None])
+        ang = pos[:, None] * inv
+    else:
+        ang = pos[:, None] * inv_freq_ref(p, T)[None]
+    af = 1.0 if p["attn_factor"] is None else p["attn_factor"]  # longrope: on cos and sin
+    cos, sin = (torch.cos(ang) * af)[:, None], (torch.sin(ang) * af)[:, None]
 
-    def rope(v):  # [T, heads, D], split-half
-        a, b = v[..., :D // 2], v[..., D // 2:]
-        return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
+    def rope(v):  # [T, heads, D]: the first R channels rotate, split-half pairs (i, i + R/2); the rest pass
+        r, rest = v[..., :R], v[..., R:]
+        if p["pairing"] == "interleaved":  # the misreading: pairs (2i, 2i + 1)
+            a, b = r[..., 0::2], r[..., 1::2]
+            return torch.cat([torch.stack([a * cos - b * sin, b * cos + a * sin], -1).flatten(-2), rest], -1)
+        a, b = r[..., :R // 2], r[..., R // 2:]
+        return torch.cat([a * cos - b * sin, b * cos + a * sin, rest], -1)
 
     qi, ki = torch.arange(T)[:, None], torch.arange(T)[None]
-    router_gap = None
+    stats = {}
     x = W["model.embed_tokens.weight"][ids]
     for li in range(p["L"]):
         pre = f"model.layers.{li}."
         h = rms(x, W[pre + "input_layernorm.weight"])
-        q = lin(h, pre + "self_attn.q_proj", p["qkv_bias"]).view(T, nh, D)
-        k = lin(h, pre + "self_attn.k_proj", p["qkv_bias"]).view(T, nkv, D)
-        v = lin(h, pre + "self_attn.v_proj", p["qkv_bias"]).view(T, nkv, D)
+        if p["fused"]:  # Phi-3 qkv_proj: rows q (nh*D) | k (nkv*D) | v (nkv*D)
+            qkv = lin(h, pre + "self_attn.qkv_proj", False)
+            sizes = {"q": nh * D, "k": nkv * D, "v": nkv * D}
+            parts, o = {}, 0
+            for part in p["qkv_order"]:
+                parts[part] = qkv[:, o:o + sizes[part]]
+                o += sizes[part]
+            q, k, v = parts["q"].reshape(T, nh, D), parts["k"].reshape(T, nkv, D), parts["v"].reshape(T, nkv, D)
+        else:
+            q = lin(h, pre + "self_attn.q_proj", p["qkv_bias"]).view(T, nh, D)
+            k = lin(h, pre + "self_attn.k_proj", p["qkv_bias"]).view(T, nkv, D)
+            v = lin(h, pre + "self_attn.v_proj", p["qkv_bias"]).view(T, nkv, D)
         if p["qk_norm"]:
             q = rms(q, W[pre + "self_attn.q_norm.weight"])
             k = rms(k, W[pre + "self_attn.k_norm.weight"])
-        q, k = rope(q), rope(k)
+        if p["rope_layers"][li]:  # SmolLM3 NoPE layers skip the rotation
+            q, k = rope(q), rope(k)
         vis = ki <= qi
         if p["sliding"][li]:
             vis = vis & (ki > qi - p["window"])
@@ -609,11 +952,26 @@ def reference_forward(c, weights, ids, override=None):
             out[:, hh] = torch.softmax(s.masked_fill(~vis, float("-inf")), -1) @ v[:, g]
         x = x + lin(out.reshape(T, nh * D), pre + "self_attn.o_proj", p["o_bias"])
         h = rms(x, W[pre + "post_attention_layernorm.weight"])
-        if p["sparse"][li]:
+        if p["sparse"][li] and p["router"] == "sigmoid":
+            tid, tw, rs = glm_route(p, h, W, pre)
+            unbiased, _, _ = glm_route(dict(p, use_bias=False), h, W, pre)
+            changed = int((tid.sort(-1).values != unbiased.sort(-1).values).any(-1).sum())
+            stats["min_router_topk_gap"] = min(stats.get("min_router_topk_gap", math.inf), rs["min_router_topk_gap"])
+            stats["min_chosen_biased_score"] = min(stats.get("min_chosen_biased_score", math.inf),
+                                                   rs["min_chosen_biased_score"])
+            stats.setdefault("routings_changed_by_correction_bias", []).append(changed)
+            y = torch.zeros_like(x)
+            for t in range(T):
+                for j in range(p["k"]):
+                    y[t] += tw[t, j] * mlp(h[t], pre + f"mlp.experts.{int(tid[t, j])}.", False)
+            if p["shared"]:
+                y = y + mlp(h, pre + "mlp.shared_experts.", False)
+            x = x + y
+        elif p["sparse"][li]:
             prob = torch.softmax(h @ W[pre + "mlp.gate.weight"].T, -1)  # over all E experts
             srt = torch.sort(prob, -1, descending=True).values
             gap = float((srt[:, p["k"] - 1] - srt[:, p["k"]]).min())
-            router_gap = gap if router_gap is None else min(router_gap, gap)
+            stats["min_router_topk_gap"] = min(stats.get("min_router_topk_gap", math.inf), gap)
             tw, ti = torch.topk(prob, p["k"], -1)
             if p["norm_topk"]:
                 tw = tw / tw.sum(-1, keepdim=True)
@@ -625,7 +983,7 @@ def reference_forward(c, weights, ids, override=None):
         else:
             x = x + mlp(h, pre + "mlp.", p["mlp_bias"])
     head = W["model.embed_tokens.weight"] if p["tied"] else W["lm_head.weight"]
-    return rms(x, W["model.norm.weight"]) @ head.T, router_gap
+    return rms(x, W["model.norm.weight"]) @ head.T, stats
 
 
 # ----------------------------------------------------------------------------------------------
@@ -777,12 +1135,17 @@ def build(m):
     weights, gen = make_weights(m, model)
     load_weights(model, weights, tied)
     stored = multimodal_checkpoint(m, weights, gen) if mm else weights
+    mtp = mtp_tensors(m, cfg, gen) if m.get("mtp") else {}
+    if mtp:
+        assert not set(mtp) & set(weights)
+        stored = {**weights, **mtp}
 
     save_file(stored, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(disk, f, indent=2)
         f.write("\n")
-    gcfg = dict(m["generation"], do_sample=False)
+    # a null bos (SmolLM3, GLM-4.5 have none) is left out of generation_config.json, as the Hub files do
+    gcfg = dict({k: v for k, v in m["generation"].items() if v is not None}, do_sample=False)
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
         json.dump(gcfg, f, indent=2)
         f.write("\n")
@@ -798,7 +1161,7 @@ def build(m):
         logits = logits.numpy()
         # (a) independent float64 reference from the config.json and the tensors as written
         ref, extra = forward(disk, stored, seq[0])
-        router_gap = None if gemma else extra
+        router_gap = None if gemma else extra.get("min_router_topk_gap")
         assert not (set(greedy.tolist()) & image_ids), f"{m['name']}: the continuation picks an image token"
         ref = ref.numpy()
         ref_err, scale = check_reference(ref, logits, m["name"])
@@ -814,16 +1177,25 @@ def build(m):
             small[what] = float(np.abs(wrong.numpy() - ref).max())
         # (c) the directory alone means the same model to transformers
         if m.get("config_style") != "v5":
+            if mtp:  # the "Some weights ... were not used" warning lists the MTP layer, checked just below
+                transformers.logging.set_verbosity_error()
             loaded, info = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager",
                                                                 output_loading_info=True)
+            transformers.logging.set_verbosity_warning()
             loaded.eval()
-            assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs")), info
+            assert not any(info[k] for k in ("missing_keys", "mismatched_keys", "error_msgs")), info
+            # glm4_moe_b: transformers skips only model.layers.46.* / .92.* (GLM-4.5-Air's and GLM-4.5's MTP
+            # layer index) silently; this checkpoint's MTP layer is reported as unexpected and not loaded
+            assert set(info["unexpected_keys"]) == set(mtp), info["unexpected_keys"]
             assert type(loaded).__name__ == m["config"]["architectures"][0], type(loaded).__name__
             lcfg = loaded.config.text_config if mm else loaded.config
             for key in ("layer_types", "sliding_window", "head_dim", "norm_topk_prob", "mlp_only_layers",
                         "decoder_sparse_step", "use_sliding_window", "tie_word_embeddings", "query_pre_attn_scalar",
                         "rope_theta", "rope_scaling", "rope_local_base_freq", "attn_logit_softcapping",
-                        "final_logit_softcapping", "rms_norm_eps"):
+                        "final_logit_softcapping", "rms_norm_eps", "partial_rotary_factor",
+                        "original_max_position_embeddings", "max_position_embeddings", "no_rope_layers",
+                        "attention_bias", "use_qk_norm", "first_k_dense_replace", "n_group", "topk_group",
+                        "routed_scaling_factor", "n_routed_experts", "n_shared_experts", "num_experts_per_tok"):
                 assert getattr(lcfg, key, None) == getattr(model.config, key, None), key
             # text-only input; for gemma3_mm this is Gemma3ForConditionalGeneration on the 4b-style layout
             again = loaded(seq, use_cache=False).logits[0].float().numpy()
@@ -846,6 +1218,33 @@ def build(m):
         for cap_key, stat in (("attn_cap", "max_abs_pre_cap_attention_score"), ("final_cap", "max_abs_pre_cap_logit")):
             if p[cap_key] is not None:
                 assert extra[stat] >= 0.5 * p[cap_key], f"{m['name']}: the soft-cap does not bite ({stat} {extra[stat]})"
+    new_family = m["family"] in ("phi3", "smollm3", "glm4_moe")
+    if new_family:
+        # what transformers built agrees with parse_config: rotary width, attention factor, biases, NoPE / MoE layers
+        rot = model.model.rotary_emb
+        T = seq.shape[1]
+        assert 2 * rot.inv_freq.numel() == p["rot"], (rot.inv_freq.numel(), p["rot"])
+        assert rot.attention_scaling == (1.0 if p["attn_factor"] is None else p["attn_factor"]), rot.attention_scaling
+        # after the forward over T tokens the buffer holds the frequencies that call used (longrope: long)
+        assert torch.allclose(rot.inv_freq.double(), inv_freq_ref(p, T), rtol=1e-6, atol=0), rot.inv_freq
+        for layer in model.model.layers:
+            a = layer.self_attn
+            if p["fused"]:
+                assert a.qkv_proj.bias is None and a.o_proj.bias is None and layer.mlp.gate_up_proj.bias is None
+            else:
+                assert (a.q_proj.bias is not None) == p["qkv_bias"] and (a.o_proj.bias is not None) == p["o_bias"]
+            assert hasattr(a, "q_norm") == p["qk_norm"]
+        if m["family"] == "smollm3":
+            hf_rope = [bool(layer.self_attn.use_rope) for layer in model.model.layers]
+            assert hf_rope == p["rope_layers"], hf_rope
+        if m["family"] == "glm4_moe":
+            from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeMoE
+            hf_sparse = [isinstance(layer.mlp, Glm4MoeMoE) for layer in model.model.layers]
+            assert hf_sparse == p["sparse"], hf_sparse
+            # transformers masks the excluded groups with 0.0, not -inf: the same choice while every chosen
+            # biased score is positive (without a group limit nothing is masked)
+            assert p["topk_group"] >= p["n_group"] or extra["min_chosen_biased_score"] > 0, extra
+            assert sum(extra["routings_changed_by_correction_bias"]) > 0, extra
 
     np.save(os.path.join(out_dir, "logits.npy"), logits.astype(np.float32))
     golden = {
@@ -866,6 +1265,36 @@ def build(m):
     if m["family"] == "qwen3_moe":
         golden["sparse_layers"] = [i for i, s in enumerate(p["sparse"]) if s]
         golden["min_router_topk_gap"] = router_gap
+    if new_family:
+        golden["rotary_dim"] = p["rot"]
+        golden["rope_theta"] = p["theta"]
+        if small:
+            golden["max_abs_logit_change_small_misreads"] = small
+    if m["family"] == "phi3" and p["rope"] is not None:
+        golden["longrope"] = {
+            "original_max_position_embeddings": p["original_max"],
+            "max_position_embeddings": disk["max_position_embeddings"],
+            "scale": p["longrope_scale"],
+            "attention_factor": p["attn_factor"],
+            "attention_factor_formula": "sqrt(1 + ln(scale) / ln(original_max_position_embeddings)), "
+                                        "scale = max_position_embeddings / original_max_position_embeddings",
+            "factors_used": "long" if seq.shape[1] > p["original_max"] else "short",
+            "rule": "per forward call: long_factor when max(position_ids) + 1 > original_max_position_embeddings, "
+                    "else short_factor; the attention factor applies to both",
+            "inv_freq_used": inv_freq_ref(p, seq.shape[1]).tolist(),
+            "inv_freq_short": inv_freq_ref(dict(p, longrope="short")).tolist(),
+        }
+    if m["family"] == "smollm3":
+        golden["rope_layers"] = [int(r) for r in p["rope_layers"]]
+    if m["family"] == "glm4_moe":
+        golden["sparse_layers"] = [i for i, s in enumerate(p["sparse"]) if s]
+        golden["min_router_topk_gap"] = router_gap
+        golden["min_chosen_biased_score"] = extra["min_chosen_biased_score"]
+        golden["routings_changed_by_correction_bias"] = {
+            str(i): n for i, n in zip(golden["sparse_layers"], extra["routings_changed_by_correction_bias"])}
+        if mtp:
+            golden["mtp_layer_index"] = disk["num_hidden_layers"]
+            golden["ignored_tensors"] = sorted(mtp)
     if gemma:
         golden["max_abs_logit_change_small_misreads"] = small
         golden["embed_scale"] = p["embed_scale"]

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <variant>
 #include <vector>
@@ -18,24 +19,104 @@ namespace {
 
 using nlohmann::json;
 
-// One row per tokenizer.ggml.pre family llama.cpp knows (llama-vocab.cpp's pre-tokenizer names),
-// with the regexes of the Hugging Face tokenizer.json that llama.cpp's adaptation stands for (a
-// Sequence of Isolated splits, applied in order, as llama.cpp's regex_exprs are).
+// One row per pre-tokenizer rule of llama.cpp (llama-vocab.cpp as vendored in llama-cpp-python
+// 0.3.36: the tokenizer.ggml.pre name -> LLAMA_VOCAB_PRE_TYPE_* chain of llama_vocab::impl::load
+// and the regex_exprs of each type in the llm_tokenizer_bpe constructor), with every name that
+// shares it. The regexes are those of the Hugging Face tokenizer.json that llama.cpp's adaptation
+// stands for (a Sequence of Isolated splits, applied in order, as llama.cpp's regex_exprs are), in
+// tokenizer.json's (Oniguruma) syntax, which split_regex.h translates for PCRE2:
+//   - where llama.cpp quotes the "original regex from tokenizer.json", the original;
+//   - llama.cpp's std::regex spelling of the contractions, (?:'[sS]|'[tT]|...), as the
+//     (?i:'s|'t|...) of every original it quotes (its llama3 / qwen2 splitters serve both alike;
+//     they differ only on U+017F after an apostrophe, which Oniguruma folds into s);
+//   - llama.cpp's case trick ((?=[\p{L}])([^a-z]))* as the classes it stands for;
+//   - constructs split_regex.h does not take (\d, \b, \p{Han}, class intersection &&, llama.cpp's
+//     \p{AFMoE_digits}) written out with the same meaning; each such row says so.
+// Rows differ also in what load() sets beside the type: whole words looked up in the vocabulary
+// before merging (ignore_merges) and the BOS default. Types whose vocabulary is not byte-level
+// (llama.cpp's byte_encode = false) are listed with the reason they are not read here.
+// tests/gguf_vocab_test.cpp checks every name and the splits of every row against
+// tests/data/tokenizer/pre (tools/make_pre_tokenizer_goldens.py: `tokenizers` on the regexes that
+// script reads from llama.cpp's source itself, on 704 texts).
 struct PreRow {
-  std::array<std::string_view, 5> names;
+  std::array<std::string_view, 20> names;
   std::array<std::string_view, 6> regexes;
   bool ignore_merges;  // whole words looked up in the vocabulary before merging
   bool add_bos;        // llama.cpp's default when tokenizer.ggml.add_bos_token is absent
+  std::string_view not_read = {};  // why a known name is refused (not byte-level)
 };
 
+// GPT-2's split, which llama.cpp writes without GPT-2's final "|\s+" (the same pieces: text no
+// alternative matches is a piece of its own either way).
+constexpr std::string_view kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
 constexpr std::string_view kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kJais2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|)"
+    R"(\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|)"
+    R"(\s{1,2}(?!\S)|\s{1})";
 constexpr std::string_view kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen35Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kSeedCoderRegex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen2's without the contractions, so that Turkish apostrophe suffixes stay attached.
+constexpr std::string_view kUfakzekaRegex =
+    R"([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// The original's possessive ?+ and ++, which llama.cpp makes greedy (the same matches here).
+constexpr std::string_view kBailingRegex =
+    R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
+// Words joined by single spaces are one piece.
+constexpr std::string_view kExaoneMoeRegex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|)"
+    R"(\s*[\r\n]|\s+(?!\S)|\s+)";
+constexpr std::string_view kMinicpm5Regexes[] = {
+    R"(\p{N}{1,3})",
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
 constexpr std::string_view kGpt4oRegex =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kTekkenRegex =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// tiny_aya: the original "\d{1,3}(?=(?:\d{3})*\b)" (digits grouped by three from the right, only
+// in a run that ends a word), then GPT-4o's split. Oniguruma's \d is \p{Nd}; after a digit \b
+// means that no word character follows, and Oniguruma's \w is \p{L}, \p{M}, \p{Nd}, \p{Nl},
+// \p{Pc}, the Latin-1 digits and fractions ²³¹¼½¾ and the circled / squared / negative Latin
+// letters (probed from tokenizers 0.22.2: exactly these code points). llama.cpp runs its afmoe
+// splitter here instead (any run of \p{N}, word end or not; its TODO says it may differ).
+constexpr std::string_view kTinyAyaRegexes[] = {
+    R"(\p{Nd}{1,3}(?=(?:\p{Nd}{3})*(?![\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE}\x{24B6}-\x{24E9})"
+    R"(\x{1F130}-\x{1F149}\x{1F150}-\x{1F169}\x{1F170}-\x{1F189}])))",
+    kGpt4oRegex};
+// youtu: Korean, CJK punctuation, Bopomofo and CJK/kana runs first, then GPT-4o's split with
+// single digits. The llama.cpp regex has no quoted original; its \p{Lu}.. classes are kept
+// (llama.cpp's own matching reads each of them as every letter, so case is lost there).
+constexpr std::string_view kYoutuRegexes[] = {
+    "[\uac00-\ud7a3\u3131-\u318e]+|[\uff01\u2026\u201c\u201d\u2018\u2019\u2014\uff1a\uff1b\uff0c\u3001-\u303f"
+    "\ufe30-\ufe4f]+|[\u3105-\u312f]+|[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+// kimi-k2: llama.cpp's trigger "\p{Han}+" stands for the K2 regex of tokenization_kimi.py that
+// unicode.cpp's splitter implements (quoted there):
+//   [\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+
+//   [\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// with the script Han as Oniguruma's ranges (tokenizers 0.22.2, Unicode 16) and each class
+// intersection X&&[^\p{Han}] as (?:(?![Han])X).
+#define TESSERA_HAN                                                                                            \
+  R"(\x{2E80}-\x{2E99}\x{2E9B}-\x{2EF3}\x{2F00}-\x{2FD5}\x{3005}\x{3007}\x{3021}-\x{3029}\x{3038}-\x{303B})" \
+  R"(\x{3400}-\x{4DBF}\x{4E00}-\x{9FFF}\x{F900}-\x{FA6D}\x{FA70}-\x{FAD9}\x{16FE2}-\x{16FE3})"              \
+  R"(\x{16FF0}-\x{16FF1}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B739}\x{2B740}-\x{2B81D}\x{2B820}-\x{2CEA1})"      \
+  R"(\x{2CEB0}-\x{2EBE0}\x{2EBF0}-\x{2EE5D}\x{2F800}-\x{2FA1D}\x{30000}-\x{3134A}\x{31350}-\x{323AF})"
+#define TESSERA_NOT_HAN(cls) "(?:(?![" TESSERA_HAN "])" cls ")"
+constexpr std::string_view kKimiRegex =
+    "[" TESSERA_HAN "]+|"
+    R"([^\r\n\p{L}\p{N}]?)" TESSERA_NOT_HAN(R"([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])") "*"
+    TESSERA_NOT_HAN(R"([\p{Ll}\p{Lm}\p{Lo}\p{M}])") R"(+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"([^\r\n\p{L}\p{N}]?)" TESSERA_NOT_HAN(R"([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])") "+"
+    TESSERA_NOT_HAN(R"([\p{Ll}\p{Lm}\p{Lo}\p{M}])") R"(*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+#undef TESSERA_NOT_HAN
+#undef TESSERA_HAN
 
 // llama.cpp's regex lists of the DeepSeek pre-tokenizers (llama-vocab.cpp): V3 / R1 (the
 // tokenizer.json's three splits), DeepSeek LLM / V2 (its Digits step as \p{N}+) and Coder.
@@ -62,23 +143,121 @@ constexpr std::string_view kDeepseekLlmRegexes[] = {
     "\\p{N}+"};
 constexpr std::string_view kDeepseekCoderRegexes[] = {
     "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", "\\p{N}"};
+// spark2_5: DeepSeek V3's with line breaks alone, then every digit alone.
+constexpr std::string_view kSpark25Regexes[] = {
+    "\\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+    "?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+",
+    "\\p{N}"};
+// afmoe: llama.cpp's "\p{AFMoE_digits}" is a splitter of its own (unicode.cpp) that cuts each run
+// of \p{N} into groups of three from the right, written here as a regex; then CJK and other
+// Asian scripts (the range U+8C48..U+FAFF stands as llama.cpp has it: its source spells the
+// range start as U+8C48, the canonical decomposition of U+F900, which adds Yi, Hangul and private
+// use to the class), then DeepSeek V3's main split.
+constexpr std::string_view kAfmoeRegexes[] = {
+    R"(\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N})))",
+    "[\u4e00-\u9fff\u3400-\u4dbf\u8c48-\ufaff\u3040-\u309f\u30a0-\u30ff\uff65-\uff9f\u2f00-\u2fdf\u0e40-\u0e7f"
+    "\u0e80-\u0eff\u1780-\u17ff\u1000-\u109f\uaa60-\uaa7f\ua9e0-\ua9ff\uac00-\ud7af\u1100-\u11ff]+",
+    kDeepseek3Regexes[2]};
+constexpr std::string_view kDefaultRegexes[] = {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2Regex, R"(\p{N}+)", "[0-9][0-9][0-9]"};
+constexpr std::string_view kFalconRegexes[] = {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2Regex, "[0-9][0-9][0-9]"};
+constexpr std::string_view kStarcoderRegexes[] = {R"(\p{N})", kGpt2Regex};
+constexpr std::string_view kChameleonRegexes[] = {
+    "<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", R"(([\t\n]|    |  ))", R"(\p{N})",
+    R"([\p{P}!-/:-@\[-`{-~])", kGpt2Regex};
+constexpr std::string_view kLagunaRegexes[] = {R"([^\n]+|[\n]+)", kQwen2Regex};
+constexpr std::string_view kBloomRegex = " ?[^(\\s|.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c)]+";
+constexpr std::string_view kVikingRegexes[] = {kBloomRegex, R"(\p{N})"};
+// superbpe: no split between words (superword tokens), only digits: runs of \p{N}, then the
+// original "(?=(\d{3})+(?!\d))" (empty matches: a cut before each group of three from the right;
+// Oniguruma's \d is \p{Nd}, where llama.cpp's std::wregex reads ASCII digits only).
+constexpr std::string_view kSuperbpeRegexes[] = {R"(\p{N}+)", R"((?=(?:\p{Nd}{3})+(?!\p{Nd})))"};
 
 template <size_t N>
 constexpr std::array<std::string_view, 6> List(const std::string_view (&regexes)[N]) {
+  static_assert(N <= 6);
   std::array<std::string_view, 6> out{};
   for (size_t i = 0; i < N; ++i) out[i] = regexes[i];
   return out;
 }
 
+constexpr std::string_view kRawUtf8 =
+    "llama.cpp's BPE on raw UTF-8 (byte_encode = false: no byte-level alphabet, spaces escaped as U+2581, "
+    "<0xNN> byte tokens)";
+
+// Grouped by family; within a row llama.cpp's order.
 constexpr std::array kPreRows = {
-    PreRow{{"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"}, {kLlama3Regex}, true, true},
-    PreRow{{"qwen2", "deepseek-r1-qwen"}, {kQwen2Regex}, false, false},
-    PreRow{{"gpt-4o", "llama4"}, {kGpt4oRegex}, false, false},
+    // GPT-2 and its descendants.
+    PreRow{{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
+            "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe", "exaone4", "mpt", "olmo", "jais", "trillion",
+            "granite-docling"},
+           {kGpt2Regex}, false, false},
+    PreRow{{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"},
+           List(kStarcoderRegexes), false, false},
+    PreRow{{"default"}, List(kDefaultRegexes), false, false},
+    PreRow{{"falcon"}, List(kFalconRegexes), false, false},
+    PreRow{{"chameleon"}, List(kChameleonRegexes), false, true},
+    // Llama 3 (cl100k) and its descendants.
+    PreRow{{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"},
+           {kLlama3Regex}, true, true},
+    PreRow{{"dbrx", "smaug-bpe", "chatglm-bpe"}, {kLlama3Regex}, false, false},
+    PreRow{{"glm4", "glm5"}, {kLlama3Regex}, true, false},
+    PreRow{{"jais-2"}, {kJais2Regex}, false, false},
+    // Qwen 2 and its descendants.
+    PreRow{{"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "megrez", "hunyuan", "grok-2", "solar-open"},
+           {kQwen2Regex}, false, false},
+    PreRow{{"qwen35"}, {kQwen35Regex}, false, false},
+    PreRow{{"seed-coder"}, {kSeedCoderRegex}, false, false},
+    PreRow{{"ufakzeka"}, {kUfakzekaRegex}, false, false},
+    PreRow{{"laguna"}, List(kLagunaRegexes), false, false},
+    PreRow{{"minicpm5"}, List(kMinicpm5Regexes), true, false},
+    PreRow{{"bailingmoe", "bailingmoe2", "llada-moe"}, {kBailingRegex}, false, false},
+    PreRow{{"exaone-moe"}, {kExaoneMoeRegex}, false, false},
+    // GPT-4o (o200k) and its descendants. granite-embed-multi-97m: llama.cpp adds \p{M} to the
+    // lookaheads of its case trick "so combining marks attach to their base letters", which is
+    // what the original's classes do.
+    PreRow{{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"}, {kGpt4oRegex}, false, false},
+    PreRow{{"granite-embed-multi-97m"}, {kGpt4oRegex}, true, false},
+    PreRow{{"tiny_aya", "cohere2moe"}, List(kTinyAyaRegexes), false, false},
     PreRow{{"tekken"}, {kTekkenRegex}, true, true},
-    PreRow{{"deepseek-v3"}, List(kDeepseek3Regexes), false, false},
+    PreRow{{"youtu"}, List(kYoutuRegexes), true, false},
+    PreRow{{"kimi-k2"}, {kKimiRegex}, false, false},
+    // DeepSeek and its descendants.
     PreRow{{"deepseek-llm"}, List(kDeepseekLlmRegexes), false, false},
     PreRow{{"deepseek-coder"}, List(kDeepseekCoderRegexes), false, false},
+    PreRow{{"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"}, List(kDeepseek3Regexes), false, false},
+    PreRow{{"spark2_5"}, List(kSpark25Regexes), false, false},
+    PreRow{{"afmoe"}, List(kAfmoeRegexes), false, false},
+    // BLOOM: everything but spaces and sentence punctuation.
+    PreRow{{"bloom", "poro-chat", "gpt3-finnish"}, {kBloomRegex}, false, false},
+    PreRow{{"viking"}, List(kVikingRegexes), false, false},
+    PreRow{{"superbpe"}, List(kSuperbpeRegexes), false, false},
+    // Not byte-level. gemma4 (also the type of tokenizer.ggml.model "gemma4") and sarvam-moe split
+    // at line breaks only, merge on raw UTF-8 with spaces as U+2581 (gemma4 also looks runs of
+    // line breaks up whole and always adds BOS); whitespace splits at \S+ (with
+    // tokenizer.ggml.model "whitespace": drops whitespace, lowercases when told to).
+    PreRow{{"gemma4", "granite-embed-multi-311m"}, {R"([^\n]+|[\n]+)"}, false, true, kRawUtf8},
+    PreRow{{"sarvam-moe"}, {R"([^\n]+|[\n]+)"}, false, false, kRawUtf8},
+    PreRow{{"whitespace"}, {R"(\S+)"}, false, false, kRawUtf8},
 };
+
+// No name in two rows. (Empty entries are never compared: GCC 12 refuses to compare two of the
+// unset entries in a constant expression.)
+constexpr bool NamesAreUnique() {
+  for (size_t a = 0; a < kPreRows.size(); ++a) {
+    for (const auto& x : kPreRows[a].names) {
+      if (x.empty()) continue;
+      for (size_t b = a; b < kPreRows.size(); ++b) {
+        int seen = 0;
+        for (const auto& y : kPreRows[b].names) seen += !y.empty() && x == y;
+        if (seen > (a == b ? 1 : 0)) return false;
+      }
+    }
+  }
+  return true;
+}
+static_assert(NamesAreUnique());
 
 // Text of the metadata must be UTF-8: byte-level vocabularies spell bytes with characters and
 // SentencePiece ones spell them "<0xNN>", so no converter writes anything else, and ill-formed
@@ -179,16 +358,19 @@ json GgufTokenizerJson(const GgufFile& file) {
   if (byte_level) {
     const std::string name = file.Find("tokenizer.ggml.pre") ? file.GetString("tokenizer.ggml.pre") : "";
     for (const PreRow& row : kPreRows) {
-      if (std::find(row.names.begin(), row.names.end(), name) != row.names.end() && !name.empty()) pre = &row;
+      if (!name.empty() && std::find(row.names.begin(), row.names.end(), name) != row.names.end()) pre = &row;
     }
     if (pre == nullptr) {
-      std::string known;
+      size_t count = 0;
       for (const PreRow& row : kPreRows) {
-        for (std::string_view n : row.names) {
-          if (!n.empty()) known += StrCat(known.empty() ? "" : ", ", n);
-        }
+        if (row.not_read.empty()) count += std::count_if(row.names.begin(), row.names.end(), [](auto n) { return !n.empty(); });
       }
-      Fail(file.path(), ": tokenizer.ggml.pre ", Quote(name), " has no row here (known: ", known, ")");
+      Fail(file.path(), ": tokenizer.ggml.pre ", Quote(name), " has no row here (", count,
+           " of llama.cpp's names are read, e.g. llama-bpe, qwen2, gpt-4o, gpt-2, smollm, deepseek-v3; "
+           "all in kPreRows, src/tokenizer/gguf_vocab.cpp)");
+    }
+    if (!pre->not_read.empty()) {
+      Fail(file.path(), ": tokenizer.ggml.pre ", Quote(name), " is ", pre->not_read, ", which is not read here");
     }
   }
 

@@ -1,9 +1,11 @@
 // The tokenizer a GGUF file describes (issue 30 point 3), as the tokenizer.json the existing
 // tokenizer reads, built to tokenize as llama.cpp does on the same file (llama-vocab.cpp):
 //   tokenizer.ggml.model "gpt2"   byte-level BPE: tokens, merges ("a b"), and the pre-tokenizer
-//                                 named by tokenizer.ggml.pre (one row per name below: the split
-//                                 regex of the Hugging Face tokenizer llama.cpp adapted, whether
-//                                 whole words are looked up before merging, and the BOS default);
+//                                 named by tokenizer.ggml.pre (a table in gguf_vocab.cpp with every
+//                                 name llama.cpp knows, one row per rule: the split regexes of the
+//                                 Hugging Face tokenizer llama.cpp adapted, whether whole words are
+//                                 looked up before merging, and the BOS default; the few names
+//                                 whose vocabulary is not byte-level are refused with the reason);
 //   tokenizer.ggml.model "llama"  SentencePiece BPE: tokens with scores, the text prefixed with a
 //                                 space (tokenizer.ggml.add_space_prefix, default true) and its
 //                                 spaces written U+2581, merges derived from the scores as

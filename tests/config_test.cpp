@@ -355,7 +355,7 @@ TEST(ModelConfig, UnknownArchitectureIsNotAParseError) {
   // No head_dim is invented for an unknown architecture whose sizes do not divide.
   EXPECT_EQ(ParseModelConfig(R"({"model_type": "x", "hidden_size": 10, "num_attention_heads": 3})", "x").head_dim, 0);
   EXPECT_EQ(ErrorOf([&] { ValidateModelConfig(c, "m.json"); }),
-            "m.json: model_type: unsupported model_type 'mamba' (supported: deepseek_v2, deepseek_v3, gemma3_text, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe)");
+            "m.json: model_type: unsupported model_type 'mamba' (supported: deepseek_v2, deepseek_v3, gemma3_text, glm4_moe, gpt_oss, llama, mistral, phi3, qwen2, qwen3, qwen3_moe, smollm3)");
   EXPECT_EQ(ErrorOf([] { ValidateModelConfig(ParseModelConfig("{}", "e.json"), "e.json"); }),
             "e.json: model_type: missing");
 }
@@ -562,8 +562,8 @@ TEST(ModelConfigErrors, Validation) {
          "unquantized)");
   expect([](ModelConfig& c) { c.hidden_size = 2880 + 16; },
          "v.json: hidden_size: 2896 is not a multiple of 32 (MXFP4 block size)");
-  expect([](ModelConfig& c) { c.model_type = "phi3"; },
-         "v.json: model_type: unsupported model_type 'phi3' (supported: deepseek_v2, deepseek_v3, gemma3_text, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe)");
+  expect([](ModelConfig& c) { c.model_type = "olmo2"; },
+         "v.json: model_type: unsupported model_type 'olmo2' (supported: deepseek_v2, deepseek_v3, gemma3_text, glm4_moe, gpt_oss, llama, mistral, phi3, qwen2, qwen3, qwen3_moe, smollm3)");
   expect([](ModelConfig& c) { c.model_type = "qwen3"; },
          "v.json: quantization_config.quant_method: 'mxfp4' is not supported for qwen3 (supported: awq, "
          "compressed-tensors, or unquantized BF16, F16 or F32 weights)");

@@ -52,6 +52,13 @@ TEST_P(DenseGolden, ChunkedPrefillIsBatchInvariant) {
     options.precision = precision;
     options.dense = precision == Precision::kFast ? DenseWeights::kInt8 : DenseWeights::kBf16;
     const auto model = Model::Load(kDir + GetParam(), options);
+    if (model->rope().type() == "longrope") {
+      // Phi-3's longrope switches to the long factors once a call reaches past
+      // original_max_position_embeddings, and keys cached before keep the short rotation (HF's
+      // dynamic_rope_update): chunks that start below it give other logits than one pass, by
+      // definition. The chunked path of the other rope types is what this checks.
+      GTEST_SKIP() << "longrope: chunked prefill differs from one pass by definition";
+    }
     const std::vector<int32_t> seq = Sequence(LoadGolden(GetParam()));
     for (KvType type : {KvType::kF32, KvType::kBF16, KvType::kInt8}) ExpectChunkedPrefillMatchesOnePass(*model, seq, type);
   }
@@ -69,7 +76,7 @@ TEST_P(DenseGolden, FastPathStaysClose) {
   const Golden g = LoadGolden(GetParam());
   for (KvType type : {KvType::kBF16, KvType::kInt8}) {
     const GoldenDistance d = DistanceToGolden(*model, g, type, GetParam());
-    const bool moe = model->config().model_type == "qwen3_moe";
+    const bool moe = model->config().model_type == "qwen3_moe" || model->config().model_type == "glm4_moe";
     EXPECT_LE(d.mean_kl, 0.01) << KvTypeName(type);
     EXPECT_LE(d.max_kl, moe ? 0.2 : 0.02) << KvTypeName(type);
     EXPECT_GE(d.top1, 0.9) << KvTypeName(type);
@@ -79,7 +86,8 @@ TEST_P(DenseGolden, FastPathStaysClose) {
 INSTANTIATE_TEST_SUITE_P(Families, DenseGolden,
                          ::testing::Values("llama_a", "llama_b", "mistral_a", "mistral_b", "qwen2_a", "qwen2_b",
                                            "qwen3_a", "qwen3_b", "qwen3_moe_a", "qwen3_moe_b", "gemma3_a", "gemma3_b",
-                                           "gemma3_mm"));
+                                           "gemma3_mm", "phi3_a", "phi3_b", "smollm3_a", "smollm3_b", "glm4_moe_a",
+                                           "glm4_moe_b"));
 
 // The row each model_type resolves to, and the layer plans HF derives from the configs.
 TEST(Architecture, RowsAndLayerPlansFollowTheConfigs) {
@@ -144,10 +152,10 @@ TEST(Architecture, RowsAndLayerPlansFollowTheConfigs) {
 
 TEST(Architecture, UnknownModelTypeListsTheSupportedOnes) {
   ModelConfig config;
-  config.model_type = "phi3";
+  config.model_type = "olmo2";
   EXPECT_EQ(ErrorOf([&] { ArchitectureOf(config, "c.json"); }),
-            "c.json: model_type: unsupported model_type 'phi3' (supported: deepseek_v2, deepseek_v3, gemma3_text, gpt_oss, llama, mistral, qwen2, qwen3, "
-            "qwen3_moe)");
+            "c.json: model_type: unsupported model_type 'olmo2' (supported: deepseek_v2, deepseek_v3, gemma3_text, glm4_moe, gpt_oss, "
+            "llama, mistral, phi3, qwen2, qwen3, qwen3_moe, smollm3)");
 }
 
 // Every weight in the format its stored dtype asks for: BF16, F16 (mistral_b) and F32 (llama_b)

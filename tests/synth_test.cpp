@@ -145,7 +145,7 @@ TEST(SynthPresets, UnknownPresetIsAnError) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "unknown preset 'gpt-oss-7b' (known: tiny, gpt-oss-20b, gpt-oss-120b, llama-3.1-8b, mistral-7b, "
                  "qwen2.5-7b, qwen3-8b, qwen3-30b-a3b, tiny-llama, tiny-qwen3, tiny-qwen3-moe, deepseek-v2-lite, deepseek-v3, kimi-k2, tiny-deepseek-v2, tiny-deepseek-v3, "
-      "gemma-3-1b, gemma-3-4b, gemma-3-12b, gemma-3-27b, tiny-gemma3)");
+      "gemma-3-1b, gemma-3-4b, gemma-3-12b, gemma-3-27b, tiny-gemma3, phi-4-mini, smollm3-3b, glm-4.5-air)");
   }
 }
 

@@ -55,9 +55,12 @@ enum : uint32_t {
   kDeepseekV2 = 1u << 7,
   kOtherArch = 1u << 8,
   kGemma3 = 1u << 9,  // gemma3_text (and the text part of gemma3, whose config nests it)
+  kSmolLm3 = 1u << 10,
+  kPhi3 = 1u << 11,
+  kGlm4Moe = 1u << 12,
 };
 constexpr uint32_t kDeepseek = kDeepseekV2 | kDeepseekV3;
-constexpr uint32_t kKnownArchs = kGptOss | kLlama | kQwen2 | kQwen3 | kDeepseek | kMistral | kQwen3Moe | kGemma3;
+constexpr uint32_t kKnownArchs = kGptOss | kLlama | kQwen2 | kQwen3 | kDeepseek | kMistral | kQwen3Moe | kGemma3 | kSmolLm3 | kPhi3 | kGlm4Moe;
 // Architectures whose config class gives every size a default (Gemma3TextConfig: the Hub's
 // multimodal configs leave vocab_size and others out of text_config): those keys are not required.
 constexpr uint32_t kSizesRequired = kKnownArchs & ~kGemma3;
@@ -72,6 +75,9 @@ uint32_t ArchBit(std::string_view model_type) {
   if (model_type == "mistral") return kMistral;
   if (model_type == "qwen3_moe") return kQwen3Moe;
   if (model_type == "gemma3_text") return kGemma3;
+  if (model_type == "smollm3") return kSmolLm3;
+  if (model_type == "phi3") return kPhi3;
+  if (model_type == "glm4_moe") return kGlm4Moe;
   return kOtherArch;
 }
 
@@ -775,7 +781,8 @@ const std::vector<Field<ModelConfig>>& Fields() {
     f.push_back(Int("num_key_value_heads", &M::num_key_value_heads).Positive().Max(kMaxHeads).Required(kGptOss).ArchDefault(kGemma3, 4));
     // gpt_oss: 64, not 2880/64 = 45, so it must be read. Gemma: 256 whatever hidden / heads.
     // Elsewhere derived when absent.
-    f.push_back(Int("head_dim", &M::head_dim).Positive().Max(kMaxWidth).Required(kGptOss).ArchDefault(kGemma3, 256));
+    f.push_back(Int("head_dim", &M::head_dim).Positive().Max(kMaxWidth).Required(kGptOss).ArchDefault(kGemma3, 256)
+                    .ArchDefault(kGlm4Moe, 128));
     f.push_back(Int("max_position_embeddings", &M::max_position_embeddings).Positive().Max(kMaxContext)
                     .Required(kSizesRequired).ArchDefault(kGemma3, 131072));
     f.push_back(Num("rms_norm_eps", &M::rms_norm_eps).Positive().Default(1e-6).Required(kGptOss));
@@ -808,6 +815,7 @@ const std::vector<Field<ModelConfig>>& Fields() {
                     .Positive()
                     .Default(10000.0)
                     .ArchDefault(kGemma3, 1000000.0)
+                    .ArchDefault(kSmolLm3, 2000000.0)
                     .Required(kGptOss));
     // Gemma 3: the sliding layers' own base, unscaled (the global layers use rope_theta and the
     // config's rope_scaling); the attention scale query_pre_attn_scalar ** -0.5 instead of
@@ -884,9 +892,15 @@ const std::vector<Field<ModelConfig>>& Fields() {
     // class default (false) differs from what the released checkpoints set (true).
     f.push_back(Int("moe_intermediate_size", &M::moe_intermediate_size).Positive().Max(kMaxWidth).Required(kQwen3Moe));
     // DeepseekV3Config defaults it to true; V2's router never reads it (deepseek.md §5).
-    f.push_back(SparseBool("norm_topk_prob", &M::norm_topk_prob).Default(false).ArchDefault(kDeepseekV3, true));
+    f.push_back(SparseBool("norm_topk_prob", &M::norm_topk_prob).Default(false).ArchDefault(kDeepseekV3 | kGlm4Moe, true));
     f.push_back(Int("decoder_sparse_step", &M::decoder_sparse_step).Positive().Max(kMaxLayers));
     f.push_back(IntList("mlp_only_layers", &M::mlp_only_layers));
+    // SmolLM3 (families-2026.md): no_rope_layers[i] 1 = RoPE, 0 = no position encoding (NoPE);
+    // absent: every no_rope_layer_interval-th layer NoPE (DeriveDefaults).
+    const auto smollm3 = [](const M& c) { return ArchBit(c.model_type) == kSmolLm3; };
+    f.push_back(IntList("no_rope_layers", &M::no_rope_layers));
+    f.push_back(Int("no_rope_layer_interval", &M::no_rope_layer_interval).Positive().Max(kMaxLayers)
+                    .ArchDefault(kSmolLm3, 4).When(smollm3));
     f.push_back(Num("router_aux_loss_coef", &M::router_aux_loss_coef).NonNegative());
 
     // DeepSeek-V2/V3 (deepseek.md §1, §5): written back for those types only. The class defaults
@@ -899,17 +913,27 @@ const std::vector<Field<ModelConfig>>& Fields() {
     f.push_back(Int("qk_nope_head_dim", &M::qk_nope_head_dim).Positive().Max(kMaxWidth).When(deepseek));
     f.push_back(Int("qk_rope_head_dim", &M::qk_rope_head_dim).Positive().Max(kMaxWidth).When(deepseek));
     f.push_back(Int("v_head_dim", &M::v_head_dim).Positive().Max(kMaxWidth).When(deepseek));
-    f.push_back(Int("n_shared_experts", &M::n_shared_experts).NonNegative().Max(kMaxExperts).When(deepseek));
-    f.push_back(Int("first_k_dense_replace", &M::first_k_dense_replace).NonNegative().Max(kMaxLayers).When(deepseek));
+    // GLM-4.5 (glm4_moe) shares DeepSeek-V3's routing keys with Glm4MoeConfig's defaults (one
+    // shared expert, the first layer dense, no groups, noaux_tc), and adds use_qk_norm.
+    const auto glm = [](const M& c) { return ArchBit(c.model_type) == kGlm4Moe; };
+    const auto routed = [deepseek, glm](const M& c) { return deepseek(c) || glm(c); };
+    f.push_back(Int("n_shared_experts", &M::n_shared_experts).NonNegative().Max(kMaxExperts).ArchDefault(kGlm4Moe, 1).When(routed));
+    f.push_back(Int("first_k_dense_replace", &M::first_k_dense_replace).NonNegative().Max(kMaxLayers)
+                    .ArchDefault(kGlm4Moe, 1).When(routed));
+    f.push_back(Bool("use_qk_norm", &M::use_qk_norm).Default(false).When(glm));
     f.push_back(Int("moe_layer_freq", &M::moe_layer_freq).Positive().Max(kMaxLayers).Default(1).When(deepseek));
-    f.push_back(Int("n_group", &M::n_group).NonNegative().Max(kMaxExperts).ArchDefault(kDeepseekV3, 8).When(deepseek));
-    f.push_back(Int("topk_group", &M::topk_group).NonNegative().Max(kMaxExperts).ArchDefault(kDeepseekV3, 4).When(deepseek));
-    f.push_back(Str("topk_method", &M::topk_method).ArchDefault(kDeepseekV2, "greedy").ArchDefault(kDeepseekV3, "noaux_tc").When(deepseek));
+    f.push_back(Int("n_group", &M::n_group).NonNegative().Max(kMaxExperts).ArchDefault(kDeepseekV3, 8)
+                    .ArchDefault(kGlm4Moe, 1).When(routed));
+    f.push_back(Int("topk_group", &M::topk_group).NonNegative().Max(kMaxExperts).ArchDefault(kDeepseekV3, 4)
+                    .ArchDefault(kGlm4Moe, 1).When(routed));
+    // Glm4MoeConfig has no topk_method: its router is always V3's noaux_tc (sigmoid + bias).
+    f.push_back(Str("topk_method", &M::topk_method).ArchDefault(kDeepseekV2, "greedy").ArchDefault(kDeepseekV3, "noaux_tc")
+                    .ArchDefault(kGlm4Moe, "noaux_tc").When(deepseek));
     f.push_back(Num("routed_scaling_factor", &M::routed_scaling_factor)
                     .Positive()
                     .Default(1.0)
                     .ArchDefault(kDeepseekV3, 2.5)
-                    .When(deepseek));
+                    .When(routed));
 
     f.push_back(OptInt("bos_token_id", &M::bos_token_id).NonNegative());
     f.push_back(TokenIds("eos_token_id", &M::eos_token_ids));
@@ -951,6 +975,11 @@ void DeriveDefaults(ModelConfig& c, const json& obj, uint32_t arch, const std::s
     }
   }
   if (arch == kQwen3Moe && c.decoder_sparse_step == 0) c.decoder_sparse_step = 1;  // class default
+  if (arch == kSmolLm3 && c.no_rope_layers.empty() && c.num_hidden_layers > 0) {
+    // SmolLM3Config: int((i + 1) % no_rope_layer_interval != 0).
+    const int64_t interval = c.no_rope_layer_interval > 0 ? c.no_rope_layer_interval : 4;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.no_rope_layers.push_back((i + 1) % interval != 0 ? 1 : 0);
+  }
   if (c.layer_types.empty() && c.num_hidden_layers > 0) {
     // HF's per-family rules (dense-decoders.md §2): which layers slide when layer_types is absent.
     const auto n = static_cast<int64_t>(c.num_hidden_layers);
@@ -959,7 +988,7 @@ void DeriveDefaults(ModelConfig& c, const json& obj, uint32_t arch, const std::s
     if (arch == kGptOss) {
       // configuration_gpt_oss.py: sliding when i + 1 is odd, i.e. even layer index (gpt-oss.md §1.1).
       sliding = [](int64_t i) { return i % 2 == 0; };
-    } else if (arch == kMistral && window) {
+    } else if ((arch == kMistral || arch == kPhi3) && window) {
       sliding = [](int64_t) { return true; };  // every layer when sliding_window is not null
     } else if ((arch == kQwen2 || arch == kQwen3) && c.use_sliding_window && window) {
       // Layers from max_window_layers on (class default 28); the first ones stay full.
@@ -967,6 +996,10 @@ void DeriveDefaults(ModelConfig& c, const json& obj, uint32_t arch, const std::s
       sliding = [first](int64_t i) { return i >= first; };
     } else if (arch == kQwen3Moe && c.use_sliding_window && window) {
       sliding = [](int64_t) { return true; };  // HF4 Qwen3MoeAttention: all layers
+    } else if (arch == kSmolLm3 && c.use_sliding_window && window) {
+      // SmolLM3Config: the NoPE layers slide when use_sliding_window.
+      const std::vector<int64_t> rope = c.no_rope_layers;
+      sliding = [rope](int64_t i) { return static_cast<size_t>(i) < rope.size() && rope[static_cast<size_t>(i)] == 0; };
     } else if (arch == kGemma3) {
       // Gemma3TextConfig: sliding unless (i + 1) is a multiple of the pattern (default 6: 5 local, 1 global).
       const int64_t pattern = c.sliding_window_pattern > 0 ? c.sliding_window_pattern : 6;
@@ -987,6 +1020,12 @@ void CheckRelations(const ModelConfig& c, const std::string& source) {
   if (!c.layer_types.empty() && static_cast<int64_t>(c.layer_types.size()) != c.num_hidden_layers) {
     Fail(source, ": layer_types: has ", c.layer_types.size(), " entries but num_hidden_layers is ",
          c.num_hidden_layers);
+  }
+  if (!c.no_rope_layers.empty() && static_cast<int64_t>(c.no_rope_layers.size()) != c.num_hidden_layers) {
+    Fail(source, ": no_rope_layers: has ", c.no_rope_layers.size(), " entries but num_hidden_layers is ", c.num_hidden_layers);
+  }
+  for (const int64_t v : c.no_rope_layers) {
+    if (v != 0 && v != 1) Fail(source, ": no_rope_layers: entries must be 0 (no RoPE) or 1 (RoPE), got ", v);
   }
   if (c.num_local_experts > 0 && c.num_experts_per_tok > c.num_local_experts) {
     Fail(source, ": num_experts_per_tok: ", c.num_experts_per_tok, " exceeds num_local_experts ", c.num_local_experts);
@@ -1054,6 +1093,8 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
   ReadFields(Fields(), obj, config, Ctx{&source, "", &obj, arch}, model_type);
   DeriveDefaults(config, obj, arch, source);
   CheckRelations(config, source);
+  // Glm4MoeConfig rotates half of each head unless the file says otherwise (Rope reads the key).
+  if (arch == kGlm4Moe && !obj.contains("partial_rotary_factor")) obj["partial_rotary_factor"] = 0.5;
   config.raw = std::move(obj);
   config.multimodal_type = multimodal_type;
   return config;
@@ -1206,6 +1247,21 @@ void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
       Fail(source, ": quantization_config.quant_method: ", Quote(method), " is not supported for ", config.model_type,
            " (supported: awq, compressed-tensors, or unquantized BF16, F16 or F32 weights)");
     }
+    if (arch == kGlm4Moe) {
+      const int64_t E = config.num_local_experts;
+      if (E <= 0 || config.num_experts_per_tok <= 0 || config.moe_intermediate_size <= 0) {
+        Fail(source, ": n_routed_experts: glm4_moe needs n_routed_experts, num_experts_per_tok and moe_intermediate_size");
+      }
+      if (config.n_group <= 0 || E % config.n_group != 0 || E / config.n_group < 2) {
+        Fail(source, ": n_group: ", config.n_group, " must divide the ", E, " routed experts into groups of at least 2");
+      }
+      if (config.topk_group <= 0 || config.topk_group > config.n_group) {
+        Fail(source, ": topk_group: ", config.topk_group, " must lie in [1, n_group ", config.n_group, "]");
+      }
+      if (config.num_experts_per_tok > config.topk_group * (E / config.n_group)) {
+        Fail(source, ": num_experts_per_tok: ", config.num_experts_per_tok, " exceeds the experts of the topk_group groups");
+      }
+    }
     if (arch == kQwen3Moe && (config.num_local_experts <= 0 || config.num_experts_per_tok <= 0)) {
       Fail(source, ": num_experts: qwen3_moe needs experts and num_experts_per_tok");
     }
@@ -1228,8 +1284,9 @@ void ValidateModelConfig(const ModelConfig& config, const std::string& source) {
 }
 
 const std::vector<std::string_view>& SupportedModelTypes() {
-  static const std::vector<std::string_view> types = {"deepseek_v2", "deepseek_v3", "gemma3_text", "gpt_oss", "llama",
-                                                       "mistral",     "qwen2",       "qwen3",       "qwen3_moe"};
+  static const std::vector<std::string_view> types = {"deepseek_v2", "deepseek_v3", "gemma3_text", "glm4_moe", "gpt_oss",
+                                                       "llama",       "mistral",     "phi3",        "qwen2",    "qwen3",
+                                                       "qwen3_moe",   "smollm3"};
   return types;
 }
 

@@ -129,6 +129,10 @@ struct ModelConfig {
   std::optional<double> final_logit_softcapping;
   std::optional<double> attn_logit_softcapping;
 
+  // SmolLM3: per layer 1 = RoPE, 0 = no position encoding (NoPE); empty: every layer RoPE.
+  std::vector<int64_t> no_rope_layers;
+  int64_t no_rope_layer_interval = 0;
+
   // Mixture of experts.
   int64_t num_local_experts = 0;    // gpt_oss "num_local_experts"; deepseek "n_routed_experts"
   int64_t num_experts_per_tok = 0;  // "num_experts_per_tok" (or legacy "experts_per_token")
@@ -156,6 +160,7 @@ struct ModelConfig {
   int64_t topk_group = 0;
   std::string topk_method;
   double routed_scaling_factor = 1.0;
+  bool use_qk_norm = false;  // GLM-4.5: q/k norms (Architecture::qk_norm_when_config)
   // The latent cache's width per position (kv_lora_rank + qk_rope_head_dim; 0 for other families).
   int64_t latent_dim() const { return kv_lora_rank > 0 ? kv_lora_rank + qk_rope_head_dim : 0; }
 

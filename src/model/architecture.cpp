@@ -42,6 +42,17 @@ constexpr std::array kArchitectures = {
                  .norm_offset = 1.0f,
                  .embed_scale = true,
                  .sandwich_norms = true},
+    // families-2026.md "GLM-4.5": DeepSeek-V3's MoE (sigmoid router with correction bias, groups,
+    // shared experts, dense first layers) with GQA attention, q/k/v biases, optional q/k norm
+    // and partial rotary (config).
+    Architecture{.model_type = "glm4_moe",
+                 .hf_class = "Glm4MoeForCausalLM",
+                 .o_bias = BiasRule::kNever,
+                 .mlp = MlpKind::kMoeAfterDense,
+                 .router = RouterKind::kSigmoidNoauxTc,
+                 .router_correction_bias = true,
+                 .shared_experts = true,
+                 .qk_norm_when_config = true},
     Architecture{.model_type = "gpt_oss",
                  .hf_class = "GptOssForCausalLM",
                  .sinks = true,
@@ -58,6 +69,14 @@ constexpr std::array kArchitectures = {
                  .hf_class = "MistralForCausalLM",
                  .qkv_bias = BiasRule::kNever,
                  .o_bias = BiasRule::kNever},
+    // families-2026.md "Phi-3": fused q | k | v and gate | up, no biases; partial rotary and
+    // longrope come from the config (model/rope.h).
+    Architecture{.model_type = "phi3",
+                 .hf_class = "Phi3ForCausalLM",
+                 .qkv_bias = BiasRule::kNever,
+                 .o_bias = BiasRule::kNever,
+                 .fused_qkv = true,
+                 .fused_gate_up = true},
     // Qwen2: q/k/v biases always, o_proj never (HF's Qwen2Attention has no config switch for them).
     Architecture{.model_type = "qwen2",
                  .hf_class = "Qwen2ForCausalLM",
@@ -69,6 +88,8 @@ constexpr std::array kArchitectures = {
                  .qk_norm = true,
                  .mlp = MlpKind::kMoeWhereSparse,
                  .router = RouterKind::kSoftmaxThenTopK},
+    // SmolLM3: Llama's layers; the NoPE layers (config.no_rope_layers) skip RoPE.
+    Architecture{.model_type = "smollm3", .hf_class = "SmolLM3ForCausalLM", .mlp_bias = BiasRule::kMlpBias},
 };
 
 }  // namespace
@@ -114,6 +135,7 @@ LayerPlan PlanLayer(const Architecture& arch, const ModelConfig& config, int64_t
   plan.qkv_bias = HasBias(arch.qkv_bias, config);
   plan.o_bias = HasBias(arch.o_bias, config);
   plan.mlp_bias = HasBias(arch.mlp_bias, config);
+  plan.qk_norm = arch.qk_norm || (arch.qk_norm_when_config && config.use_qk_norm);
   switch (arch.mlp) {
     case MlpKind::kGated: plan.moe = false; break;
     case MlpKind::kMoe: plan.moe = true; break;

@@ -119,6 +119,11 @@ struct Architecture {
   // attention's output) -> residual; pre_feedforward_layernorm -> MLP -> post_feedforward_layernorm
   // -> residual. Without: input_layernorm, and post_attention_layernorm before the MLP.
   bool sandwich_norms = false;
+  // Phi-3: q | k | v rows in one self_attn.qkv_proj, gate | up rows in one mlp.gate_up_proj.
+  bool fused_qkv = false;
+  bool fused_gate_up = false;
+  // GLM-4.5: q/k norms only when config.use_qk_norm (LayerPlan::qk_norm).
+  bool qk_norm_when_config = false;
 };
 
 // Every supported row, in SupportedModelTypes() order.
@@ -144,6 +149,7 @@ struct LayerPlan {
   bool sliding = false;
   bool moe = false;
   bool qkv_bias = false, o_bias = false, mlp_bias = false;
+  bool qk_norm = false;  // the row's qk_norm, or GLM's use_qk_norm
   int64_t intermediate = 0;  // per expert on MoE layers, else the gated MLP's
   int64_t shared_intermediate = 0;  // MoE layers with shared experts: their units (else 0)
 };

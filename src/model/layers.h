@@ -27,6 +27,7 @@ void RmsNorm(const float* x, const float* w, int64_t m, int64_t n, double eps, f
 
 struct AttentionWeights {
   bool sliding = false;
+  bool rope = true;  // false: a NoPE layer (SmolLM3's no_rope_layers), q and k not rotated
   std::unique_ptr<LinearWeights> q, k, v;  // [nq D, H], [nkv D, H] x2 (this rank's rows)
   std::unique_ptr<LinearWeights> o;        // [H, nq D] (this rank's columns)
   // DeepSeek MLA (AttentionKind::kMla; MlaDims C, R, P, Vd, Q): q is [nq (P + R), H], or

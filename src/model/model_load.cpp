@@ -253,12 +253,22 @@ void Model::LoadWeights() {
 
     AttentionWeights& A = L.attention;
     A.sliding = plan.sliding;
+    A.rope = c.no_rope_layers.empty() || c.no_rope_layers[static_cast<size_t>(l)] != 0;
     if (arch.attention == AttentionKind::kMla) {
       LoadLatentAttention(p, policy, A);
     } else {
-      A.q = load(matrix(p + "self_attn.q_proj", q0 * D, nq_ * D), policy);
-      A.k = load(matrix(p + "self_attn.k_proj", kv0 * D, nkv_ * D), policy);
-      A.v = load(matrix(p + "self_attn.v_proj", kv0 * D, nkv_ * D), policy);
+      if (arch.fused_qkv) {
+        // Phi-3: rows q [Nq D] | k [Nkv D] | v [Nkv D] of one qkv_proj; this rank's rows of each.
+        const std::string qkv = p + "self_attn.qkv_proj";
+        const int64_t Nq = c.num_attention_heads, Nkv = c.num_key_value_heads;
+        A.q = load(matrix(qkv, q0 * D, nq_ * D), policy);
+        A.k = load(matrix(qkv, (Nq + kv0) * D, nkv_ * D), policy);
+        A.v = load(matrix(qkv, (Nq + Nkv + kv0) * D, nkv_ * D), policy);
+      } else {
+        A.q = load(matrix(p + "self_attn.q_proj", q0 * D, nq_ * D), policy);
+        A.k = load(matrix(p + "self_attn.k_proj", kv0 * D, nkv_ * D), policy);
+        A.v = load(matrix(p + "self_attn.v_proj", kv0 * D, nkv_ * D), policy);
+      }
       // o_proj is row-parallel: this rank's input columns [q0 D, (q0 + nq) D) of every row.
       A.o = load(matrix(p + "self_attn.o_proj", 0, -1, q0 * D, nq_ * D), policy);
       if (plan.qkv_bias) {
@@ -267,7 +277,7 @@ void Model::LoadWeights() {
         A.bv = Slice(ToF32(view(p + "self_attn.v_proj.bias")), kv0 * D, nkv_ * D);
       }
       if (plan.o_bias) A.bo = ToF32(view(p + "self_attn.o_proj.bias"));
-      if (arch.qk_norm) {
+      if (plan.qk_norm) {
         A.q_norm = NormWeight(view(p + "self_attn.q_norm.weight"), offset);
         A.k_norm = NormWeight(view(p + "self_attn.k_norm.weight"), offset);
       }
@@ -284,7 +294,13 @@ void Model::LoadWeights() {
       // Dense MLP, tensor-parallel over intermediate units (gate/up rows, down's columns).
       const auto [i0, ni] = units(I, P > 1);
       auto name_of = [&](int64_t, const char* proj) { return StrCat(p, "mlp.", proj); };
-      mlp.gate_up = load(gate_up(1, name_of, i0, ni), policy);
+      if (arch.fused_gate_up) {
+        // Phi-3: rows gate [I] | up [I] of one gate_up_proj, interleaved as the layers read them.
+        const LinearSource g = matrix(p + "mlp.gate_up_proj", i0, ni), u = matrix(p + "mlp.gate_up_proj", I + i0, ni);
+        mlp.gate_up = load(LinearSource::Interleave(g, u), policy);
+      } else {
+        mlp.gate_up = load(gate_up(1, name_of, i0, ni), policy);
+      }
       mlp.down = load(matrix(p + "mlp.down_proj", 0, -1, i0, ni), policy);
       if (plan.mlp_bias) {
         mlp.gate_up_bias = Interleave(ToF32(view(p + "mlp.gate_proj.bias")), ToF32(view(p + "mlp.up_proj.bias")), i0, ni);

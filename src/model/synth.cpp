@@ -29,7 +29,8 @@ const std::vector<std::string>& SynthPresetNames() {
                                                  "mistral-7b", "qwen2.5-7b", "qwen3-8b",      "qwen3-30b-a3b",
                                                  "tiny-llama", "tiny-qwen3", "tiny-qwen3-moe", "deepseek-v2-lite",
                                                  "deepseek-v3",      "kimi-k2",   "tiny-deepseek-v2", "tiny-deepseek-v3",
-                                                 "gemma-3-1b", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "tiny-gemma3"};
+                                                 "gemma-3-1b", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "tiny-gemma3",
+                                                 "phi-4-mini", "smollm3-3b", "glm-4.5-air"};
   return names;
 }
 
@@ -163,6 +164,112 @@ nlohmann::json Gemma3Config(int64_t hidden, int64_t layers, int64_t heads, int64
   };
   if (scaled) c["rope_scaling"] = {{"factor", 8.0}, {"rope_type", "linear"}};
   return c;
+}
+
+// microsoft/Phi-4-mini-instruct's shapes (families-2026.md "Phi-3 / Phi-4-mini"): fused q|k|v
+// and gate|up, partial rotary 0.75, tied. Its longrope factor lists are not reproduced (they do
+// not change a step's work): rope_scaling is null here.
+nlohmann::json Phi4MiniConfig() {
+  return nlohmann::json{
+      {"architectures", {"Phi3ForCausalLM"}},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", 199999},
+      {"eos_token_id", 199999},
+      {"hidden_act", "silu"},
+      {"hidden_size", 3072},
+      {"initializer_range", 0.02},
+      {"intermediate_size", 8192},
+      {"max_position_embeddings", 131072},
+      {"model_type", "phi3"},
+      {"num_attention_heads", 24},
+      {"num_hidden_layers", 32},
+      {"num_key_value_heads", 8},
+      {"original_max_position_embeddings", 4096},
+      {"pad_token_id", 199999},
+      {"partial_rotary_factor", 0.75},
+      {"rms_norm_eps", 1e-05},
+      {"rope_scaling", nullptr},
+      {"rope_theta", 10000.0},
+      {"sliding_window", 262144},
+      {"tie_word_embeddings", true},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.45.0"},
+      {"use_cache", true},
+      {"vocab_size", 200064},
+  };
+}
+
+// HuggingFaceTB/SmolLM3-3B's shapes: Llama layers, every 4th layer without RoPE.
+nlohmann::json SmolLm3Config() {
+  return nlohmann::json{
+      {"architectures", {"SmolLM3ForCausalLM"}},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", nullptr},
+      {"eos_token_id", 128012},
+      {"hidden_act", "silu"},
+      {"hidden_size", 2048},
+      {"initializer_range", 0.02},
+      {"intermediate_size", 11008},
+      {"max_position_embeddings", 65536},
+      {"mlp_bias", false},
+      {"model_type", "smollm3"},
+      {"no_rope_layer_interval", 4},
+      {"num_attention_heads", 16},
+      {"num_hidden_layers", 36},
+      {"num_key_value_heads", 4},
+      {"pad_token_id", 128004},
+      {"rms_norm_eps", 1e-06},
+      {"rope_scaling", nullptr},
+      {"rope_theta", 5000000.0},
+      {"tie_word_embeddings", true},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.53.0"},
+      {"use_cache", true},
+      {"vocab_size", 128256},
+  };
+}
+
+// zai-org/GLM-4.5-Air's shapes (families-2026.md "GLM-4.5"): 128 routed experts, top 8, one shared,
+// the first layer dense, q/k/v biases, partial rotary 0.5; its MTP layer is not written.
+nlohmann::json Glm45AirConfig() {
+  return nlohmann::json{
+      {"architectures", {"Glm4MoeForCausalLM"}},
+      {"attention_bias", true},
+      {"attention_dropout", 0.0},
+      {"eos_token_id", {151329, 151336, 151338}},
+      {"first_k_dense_replace", 1},
+      {"head_dim", 128},
+      {"hidden_act", "silu"},
+      {"hidden_size", 4096},
+      {"initializer_range", 0.02},
+      {"intermediate_size", 10944},
+      {"max_position_embeddings", 131072},
+      {"model_type", "glm4_moe"},
+      {"moe_intermediate_size", 1408},
+      {"n_group", 1},
+      {"n_routed_experts", 128},
+      {"n_shared_experts", 1},
+      {"norm_topk_prob", true},
+      {"num_attention_heads", 96},
+      {"num_experts_per_tok", 8},
+      {"num_hidden_layers", 46},
+      {"num_key_value_heads", 8},
+      {"pad_token_id", 151329},
+      {"partial_rotary_factor", 0.5},
+      {"rms_norm_eps", 1e-05},
+      {"rope_scaling", nullptr},
+      {"rope_theta", 1000000},
+      {"routed_scaling_factor", 1.0},
+      {"tie_word_embeddings", false},
+      {"topk_group", 1},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.54.0.dev0"},
+      {"use_cache", true},
+      {"use_qk_norm", false},
+      {"vocab_size", 151552},
+  };
 }
 
 nlohmann::json MistralConfig() {
@@ -359,7 +466,13 @@ nlohmann::json Tiny(nlohmann::json c) {
 // generation_config.json of each family's instruct release (dense-decoders.md §8.5).
 nlohmann::json FamilyGenerationConfig(const nlohmann::json& config) {
   const std::string type = config.at("model_type").get<std::string>();
-  const nlohmann::json bos = config.at("bos_token_id");
+  const nlohmann::json bos = config.value("bos_token_id", nlohmann::json());
+  // Phi-4-mini, SmolLM3, GLM-4.5: the ids config.json gives (their generation configs repeat them).
+  if (type == "phi3" || type == "smollm3" || type == "glm4_moe") {
+    nlohmann::json g{{"eos_token_id", config.at("eos_token_id")}};
+    if (!bos.is_null()) g["bos_token_id"] = bos;
+    return g;
+  }
   if (type == "llama") {
     const int64_t b = bos.get<int64_t>();
     return {{"bos_token_id", b}, {"do_sample", true}, {"eos_token_id", {b + 1, b + 8, b + 9}},
@@ -405,6 +518,9 @@ nlohmann::json SynthPresetConfigJson(std::string_view preset) {
     c.update({{"vocab_size", 2048}, {"bos_token_id", 2}, {"eos_token_id", {1, 106}}, {"max_position_embeddings", 4096}});
     return c;
   }
+  if (preset == "phi-4-mini") return Phi4MiniConfig();
+  if (preset == "smollm3-3b") return SmolLm3Config();
+  if (preset == "glm-4.5-air") return Glm45AirConfig();
   if (preset == "gpt-oss-20b") return GptOssConfig(24, 32);
   if (preset == "gpt-oss-120b") return GptOssConfig(36, 128);
   if (preset == "tiny") {

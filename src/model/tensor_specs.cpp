@@ -149,13 +149,16 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
       linear("self_attn.q_proj", q_dim, hidden, false);
       linear("self_attn.k_proj", kv_dim, hidden, false);
       linear("self_attn.v_proj", kv_dim, hidden, false);
+    } else if (arch.fused_qkv) {
+      linear("self_attn.qkv_proj", q_dim + 2 * kv_dim, hidden, plan.qkv_bias);
+      linear("self_attn.o_proj", hidden, q_dim, plan.o_bias);
     } else {
       linear("self_attn.q_proj", q_dim, hidden, plan.qkv_bias);
       linear("self_attn.k_proj", kv_dim, hidden, plan.qkv_bias);
       linear("self_attn.v_proj", kv_dim, hidden, plan.qkv_bias);
       linear("self_attn.o_proj", hidden, q_dim, plan.o_bias);
     }
-    if (arch.qk_norm) {
+    if (plan.qk_norm) {
       add(p + "self_attn.q_norm.weight", kBF16, {head_dim}, TensorKind::kNorm, li);
       add(p + "self_attn.k_norm.weight", kBF16, {head_dim}, TensorKind::kNorm, li);
     }
@@ -163,7 +166,10 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config, const std::s
     const bool expert_width = arch.mlp == MlpKind::kMoeWhereSparse || arch.mlp == MlpKind::kMoeAfterDense;
     const int64_t inter = RequireDim(source, plan.moe && expert_width ? "moe_intermediate_size" : "intermediate_size",
                                      plan.intermediate);
-    if (!plan.moe) {
+    if (!plan.moe && arch.fused_gate_up) {
+      linear("mlp.gate_up_proj", 2 * inter, hidden, plan.mlp_bias);
+      linear("mlp.down_proj", hidden, inter, plan.mlp_bias);
+    } else if (!plan.moe) {
       linear("mlp.gate_proj", inter, hidden, plan.mlp_bias);
       linear("mlp.up_proj", inter, hidden, plan.mlp_bias);
       linear("mlp.down_proj", hidden, inter, plan.mlp_bias);

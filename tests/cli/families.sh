@@ -77,6 +77,6 @@ grep -qx "chatml" "$WORK/out" || fail "info --chat-templates does not list chatm
 grep -qx "google-gemma-2-2b-it" "$WORK/out" || fail "info --chat-templates does not list the Hub templates"
 
 # A real-size family preset validates without writing 16 GB: inspect of the config alone.
-run_err "unknown model_type" "supported: deepseek_v2, deepseek_v3, gemma3_text, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe" \
-  sh -c "mkdir -p '$WORK/x' && echo '{\"model_type\": \"phi3\"}' > '$WORK/x/config.json' && '$BIN' inspect -m '$WORK/x'"
+run_err "unknown model_type" "supported: deepseek_v2, deepseek_v3, gemma3_text, glm4_moe, gpt_oss, llama, mistral, phi3, qwen2, qwen3, qwen3_moe, smollm3" \
+  sh -c "mkdir -p '$WORK/x' && echo '{\"model_type\": \"olmo2\"}' > '$WORK/x/config.json' && '$BIN' inspect -m '$WORK/x'"
 finish families

@@ -180,7 +180,7 @@ void Attend(const AttentionWeights& w, const AttentionShape& shape, const Rope& 
     RmsNorm(k, w.k_norm.data(), T * Nkv, D, shape.eps, k);
   }
   const int64_t cs_stride = 2 * rope.half();
-  {
+  if (w.rope) {  // NoPE layers (SmolLM3) leave q and k unrotated
     const ProfileScope scope("rope");
     rope.Apply(q, T, Nq, Nq * D, D, rope_cs, cs_stride);
     rope.Apply(k, T, Nkv, Nkv * D, D, rope_cs, cs_stride);

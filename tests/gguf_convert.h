@@ -78,7 +78,8 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
   const std::map<std::string, std::string> arch_of = {{"llama", "llama"}, {"mistral", "llama"}, {"qwen2", "qwen2"},
                                                       {"qwen3", "qwen3"}, {"qwen3_moe", "qwen3moe"},
                                                       {"gpt_oss", "gpt-oss"}, {"deepseek_v2", "deepseek2"},
-                                                      {"deepseek_v3", "deepseek2"}, {"gemma3_text", "gemma3"}};
+                                                      {"deepseek_v3", "deepseek2"}, {"gemma3_text", "gemma3"},
+                                                      {"smollm3", "smollm3"}};
   const std::string arch = arch_of.at(model_type);
   const int64_t heads = config.at("num_attention_heads");
   const int64_t kv_heads = config.value("num_key_value_heads", heads);
@@ -375,7 +376,8 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
     names.push_back(gguf);
     std::vector<float> values = ToF32(t);
     const bool is_matrix = shape.size() == 2 && !rest.ends_with("norm.weight");
-    const bool permuted = arch == "llama" && (rest.starts_with("self_attn.q_proj.") || rest.starts_with("self_attn.k_proj."));
+    const bool permuted = (arch == "llama" || arch == "smollm3") &&
+                          (rest.starts_with("self_attn.q_proj.") || rest.starts_with("self_attn.k_proj."));
     const int64_t n_head = rest.starts_with("self_attn.q_proj.") ? heads : kv_heads;
     const int64_t cols = shape.size() == 2 ? shape[1] : 1;
     if (permuted) values = permute(values, n_head, cols);

@@ -92,6 +92,27 @@ TEST_P(GgufDenseGolden, HalfFilesGiveTheirRoundedWeightsLogits) {
 INSTANTIATE_TEST_SUITE_P(Families, GgufDenseGolden,
                          ::testing::Values("llama_a", "llama_b", "mistral_b", "qwen2_b", "qwen3_a", "qwen3_b"));
 
+// SmolLM3 as llama.cpp reads a smollm3 file: Llama's permuted q/k undone, and every 4th layer
+// without RoPE (llama.cpp fixes the step; smollm3_a's own list [1, 0, 1, 1] is not in the file),
+// so the file equals the checkpoint with that default.
+TEST(GgufSmolLm3, ReadAsLlamaCppReadsIt) {
+  const ScratchDir dir;
+  const std::string gguf = dir / "smollm3_a.gguf";
+  test::WriteGgufLikeLlamaCpp(kGoldens + "smollm3_a", gguf);
+  const ModelConfig config = LoadModelConfig(gguf);
+  EXPECT_EQ(config.model_type, "smollm3");
+  EXPECT_EQ(config.no_rope_layers, (std::vector<int64_t>{1, 1, 1, 0}));
+  const std::string twin = dir / "twin";
+  fs::create_directories(twin);
+  for (const char* f : {"model.safetensors", "generation_config.json"}) fs::copy_file(kGoldens + "smollm3_a/" + f, twin + "/" + f);
+  nlohmann::json json = nlohmann::json::parse(std::ifstream(kGoldens + "smollm3_a/config.json"));
+  json.erase("no_rope_layers");
+  json["no_rope_layer_interval"] = 4;
+  std::ofstream(twin + "/config.json") << json.dump();
+  const std::vector<int32_t> ids = LoadModelGolden(kGoldens + "smollm3_a").sequence();
+  EXPECT_LE(MaxRelativeDifference(PrefillLogits(*Model::Load(gguf), ids), PrefillLogits(*Model::Load(twin), ids)), 1e-5);
+}
+
 // Gemma 3 as llama.cpp reads a gemma3 file (src/models/gemma3.cpp): norms stored with Gemma's + 1
 // (read back as 1 + w, not 2 + w), 5 sliding : 1 global unless the file says otherwise, the
 // local rope base 10000, and the attention scale of head_dim (hidden / heads on the 27B), which

@@ -6,6 +6,8 @@
 // own raise_exception; the other divergences are listed, each with its reason.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <ctime>
 #include <map>
 #include <set>
 #include <string>
@@ -90,6 +92,10 @@ bool KnownDivergence(const std::string& name, const std::string& c) {
 }
 
 TEST(HubChatTemplates, RenderAsTransformers) {
+  // strftime_now's clock, frozen as the goldens' (local time: UTC here).
+  setenv("TZ", "UTC", 1);
+  tzset();
+  const std::time_t now = HubGoldens()["meta"]["now"].get<std::time_t>();
   std::map<std::string, ChatTemplate> templates;
   int rendered = 0, raised = 0, lenient = 0, divergent = 0;
   for (const auto& [name, meta] : HubGoldens()["meta"]["templates"].items()) templates.emplace(name, HubTemplate(name, meta));
@@ -99,7 +105,8 @@ TEST(HubChatTemplates, RenderAsTransformers) {
     const ChatTemplate& chat = templates.at(name);
     std::vector<ChatMessage> messages;
     for (const Json& m : c["messages"]) messages.push_back(MessageFromJson(m));
-    const ChatOptions options = OptionsFromJson(c["options"]);
+    ChatOptions options = OptionsFromJson(c["options"]);
+    options.now = now;
     std::string got, error;
     try {
       got = chat.Render(messages, options);

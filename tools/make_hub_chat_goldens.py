@@ -10,10 +10,10 @@ raise_exception, strftime_now and its tojson).
 What each template sees is what apply_chat_template passes: the messages (tool-call arguments
 json.loads-ed as vLLM does), tools, add_generation_prompt, enable_thinking, date_string when the
 case gives one, and bos_token / eos_token (the values in TOKENS: the special tokens of the model
-each template comes from; a template not listed gets "<s>" / "</s>"). A template that raises
-records the message ("error"); a case whose rendering reads the clock without a date_string is
-left out (strftime_now). tests/chat_template_test.cpp (HubGoldens) renders every case through
-tessera and compares byte for byte.
+each template comes from; a template not listed gets "<s>" / "</s>"). strftime_now reads a clock
+frozen at 2026-01-01 00:00:00 (meta "now", the Unix time the C++ test renders with, in UTC).
+A template that raises records the message ("error"). tests/hub_chat_template_test.cpp renders
+every case through tessera and compares byte for byte.
 
 Output: {"meta": {"transformers", "jinja2", "sdist", "templates": {name: {"sha256", "bos_token",
 "eos_token"}}, "chatml": text}, "cases": [{"template", "name", "messages", "options", "text" |
@@ -27,8 +27,11 @@ import json
 import os
 import sys
 
+import datetime as dt
+
 import jinja2
 import transformers
+import transformers.utils.chat_template_utils as chat_template_utils
 from transformers.utils.chat_template_utils import render_jinja_template
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -40,6 +43,19 @@ assert jinja2.__version__ == "3.1.6", jinja2.__version__
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HUB = os.path.join(ROOT, "build-deps", "llama-jinja-0.3.36", "templates")
 OUT = os.path.join(ROOT, "tests", "data", "chat_templates", "hub_goldens.json")
+
+NOW = 1767225600  # 2026-01-01T00:00:00Z
+
+
+class FrozenClock(dt.datetime):
+    """transformers' strftime_now calls datetime.now(): the clock of every rendering."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return dt.datetime.fromtimestamp(NOW, dt.timezone.utc).replace(tzinfo=None)
+
+
+chat_template_utils.datetime = FrozenClock
 
 # src/engine/chat_template.cpp kChatMl, the template a model without one gets.
 CHATML = ("{%- for message in messages %}"
@@ -89,7 +105,7 @@ def main():
             with open(os.path.join(HUB, name), encoding="utf-8") as f:
                 templates[name[:-len(".jinja")]] = f.read()
     meta = {"transformers": transformers.__version__, "jinja2": jinja2.__version__,
-            "sdist": "llama-cpp-python 0.3.36", "chatml": CHATML, "templates": {}}
+            "sdist": "llama-cpp-python 0.3.36", "chatml": CHATML, "now": NOW, "templates": {}}
     cases = []
     for name, text in templates.items():
         bos, eos = TOKENS.get(name, ("<s>", "</s>"))
@@ -98,9 +114,6 @@ def main():
         for case_name, messages, options in base.COMMON:
             options = {"add_generation_prompt": True, "enable_thinking": True, **options}
             case = {"template": name, "name": case_name, "messages": copy.deepcopy(messages), "options": options}
-            if "strftime_now" in text and "date_string" not in options:
-                # The date comes from the clock: rendered again with a fixed one.
-                case["options"] = options = {**options, "date_string": "26 Jul 2024"}
             try:
                 first = render(text, messages, options, bos, eos)
                 if first != render(text, messages, options, bos, eos):

@@ -119,6 +119,7 @@ void RunServe(const ServeArgs& a) {
   ValidateSamplingParams(so.defaults);
   ApiServer server(*model, tokenizer, engine, so);
   const int port = server.Bind();
+  if (!server.chat_warning().empty()) std::fprintf(stderr, "serve: warning: %s\n", server.chat_warning().c_str());
   if (a.host != "127.0.0.1" && a.host != "localhost" && a.host != "::1" && a.api_key.empty()) {
     std::fprintf(stderr, "serve: warning: listening on %s without --api-key: anyone who can reach it can use it\n",
                  a.host.c_str());

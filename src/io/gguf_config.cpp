@@ -39,6 +39,9 @@ constexpr std::array kArchRows = {
     // (DeepseekConfig below).
     ArchRow{"deepseek2", "deepseek_v2", "DeepseekV2ForCausalLM", "n_routed_experts"},
     ArchRow{"gemma3", "gemma3_text", "Gemma3ForCausalLM", "", 1.0},
+    // SmolLM3: Llama's tensors (q/k permuted); llama.cpp fixes the NoPE step at 4, the config's
+    // default when no_rope_layers is absent.
+    ArchRow{"smollm3", "smollm3", "SmolLM3ForCausalLM", ""},
 };
 
 enum class Kind { kCount, kFloat };

@@ -133,7 +133,8 @@ class Mapper {
     for (const LayerRule& rule : kLayerRules) {
       if (rest != rule.gguf) continue;
       std::vector<int64_t> order;
-      if (arch_ == "llama" && (rest.starts_with("attn_q.") || rest.starts_with("attn_k."))) {
+      // LlamaModel.permute (and its subclasses' files: SmolLM3) undone.
+      if ((arch_ == "llama" || arch_ == "smollm3") && (rest.starts_with("attn_q.") || rest.starts_with("attn_k."))) {
         order = UnpermutedRows(file, t, rest.starts_with("attn_q.") ? n_head_ : n_kv_);
       }
       return Add(file, t, prefix + std::string(rule.hf), std::move(order));

@@ -66,6 +66,8 @@ class ApiServer {
   // One connection's bytes through the parser and routes, without a socket (the fuzz target and
   // tests): what the server would have written back.
   std::string ProcessBytes(std::string_view raw);
+  // The chat format's warning for the operator (ChatFormat::warning), printed once bound.
+  const std::string& chat_warning() const { return format_.warning(); }
 
  private:
   void Routes();

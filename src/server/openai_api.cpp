@@ -376,11 +376,11 @@ ChatFormat::ChatFormat(const Model& model, const Tokenizer& tokenizer, const std
     try {
       chat_template_ = ChatTemplate::FromModelDir(model.path());
     } catch (const Error& e) {
-      std::fprintf(stderr, "serve: warning: %s; /v1/chat/completions is off (use --chat-template)\n", e.what());
+      warning_ = StrCat(e.what(), "; /v1/chat/completions is off (use --chat-template)");
       return;
     }
   }
-  if (!chat_template_->warning().empty()) std::fprintf(stderr, "serve: warning: %s\n", chat_template_->warning().c_str());
+  warning_ = chat_template_->warning();
   chat_stops_ = chat_template_->StopTokenIds(tokenizer, model.generation_config().eos_token_ids,
                                              model.config().eos_token_ids);
 }

@@ -110,6 +110,9 @@ class ChatFormat {
   ChatFormat(const Model& model, const Tokenizer& tokenizer, const std::string& chat_template = "");
 
   bool harmony() const { return harmony_ != nullptr; }
+  // What to tell the operator once the server listens ("" when nothing): the ChatML fallback, or
+  // the model's template that does not parse.
+  const std::string& warning() const { return warning_; }
   bool has_chat() const { return harmony_ || chat_template_.has_value(); }
   // How replies begin (Qwen3: a <think> block the model may open; DeepSeek-R1: inside one the
   // prompt opened); kNone for harmony and the other templates.
@@ -136,6 +139,7 @@ class ChatFormat {
   mutable std::unique_ptr<GrammarVocabulary> grammar_;
   std::unique_ptr<HarmonyEncoding> harmony_;
   std::optional<ChatTemplate> chat_template_;
+  std::string warning_;
   std::vector<int32_t> chat_stops_, text_stops_;
 };
 

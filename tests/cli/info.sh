@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib/common.bash" "$@"
 
 run_ok "info" "$BIN" info
 grep -q '^system_info: AVX2 = ' "$WORK/out" || fail "no system_info line"
-grep -q '^architectures: deepseek_v2 (DeepseekV2ForCausalLM), deepseek_v3 (DeepseekV3ForCausalLM), gpt_oss (GptOssForCausalLM), llama (LlamaForCausalLM), mistral' "$WORK/out" || fail "no architectures line"
+grep -q '^architectures: deepseek_v2 (DeepseekV2ForCausalLM), deepseek_v3 (DeepseekV3ForCausalLM), gemma3_text (Gemma3ForCausalLM), glm4_moe (Glm4MoeForCausalLM), gpt_oss (GptOssForCausalLM), llama (LlamaForCausalLM), mistral' "$WORK/out" || fail "no architectures line"
 grep -q '^weight formats: bf16, f16, f32, int8, mxfp4, mxfp4-q8' "$WORK/out" || fail "no weight formats line"
 best=$(sed -n 's/^isa: best=\([a-z0-9]*\).*/\1/p' "$WORK/out")
 [ -n "$best" ] || fail "no isa line"

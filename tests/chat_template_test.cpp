@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "engine/chat_template.h"
 #include "io/json_util.h"
+#include "chat_goldens.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_config.h"
@@ -67,29 +68,8 @@ void MakeModelDir(const ScratchDir& dir, const std::string& variant, const std::
   WriteText(dir / "tokenizer_config.json", config.dump(1));
 }
 
-ChatMessage MessageFromJson(const Json& j) {
-  ChatMessage m;
-  m.role = j.at("role").get<std::string>();
-  if (j.at("content").is_null()) {
-    m.content_null = true;
-  } else {
-    m.content = j["content"].get<std::string>();
-  }
-  if (j.contains("reasoning_content")) m.reasoning = j["reasoning_content"].get<std::string>();
-  if (j.contains("tool_calls")) m.tool_calls = j["tool_calls"];
-  if (j.contains("tool_call_id")) m.tool_call_id = j["tool_call_id"].get<std::string>();
-  if (j.contains("name")) m.name = j["name"].get<std::string>();
-  return m;
-}
-
-ChatOptions OptionsFromJson(const Json& j) {
-  ChatOptions o;
-  o.add_generation_prompt = j.at("add_generation_prompt").get<bool>();
-  o.enable_thinking = j.at("enable_thinking").get<bool>();
-  if (j.contains("tools")) o.tools = j["tools"];
-  if (j.contains("date_string")) o.date_string = j["date_string"].get<std::string>();
-  return o;
-}
+using test::ChatMessageFromJson;
+using test::ChatOptionsFromJson;
 
 ChatMessage Message(std::string role, std::string content) {
   ChatMessage m;
@@ -143,8 +123,8 @@ TEST_P(ChatGolden, MatchesTransformers) {
     if (c["template"] != kind) continue;
     const std::string name = c["name"].get<std::string>();
     std::vector<ChatMessage> messages;
-    for (const Json& m : c["messages"]) messages.push_back(MessageFromJson(m));
-    const ChatOptions options = OptionsFromJson(c["options"]);
+    for (const Json& m : c["messages"]) messages.push_back(ChatMessageFromJson(m));
+    const ChatOptions options = ChatOptionsFromJson(c["options"]);
     if (c.contains("error")) {
       ++errors;
       const std::string want = c["error"].get<std::string>();

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "engine/chat_template.h"
 #include "io/json_util.h"
+#include "chat_goldens.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer_config.h"
 
@@ -31,29 +32,8 @@ const Json& HubGoldens() {
   return goldens;
 }
 
-ChatMessage MessageFromJson(const Json& j) {
-  ChatMessage m;
-  m.role = j.at("role").get<std::string>();
-  if (j.at("content").is_null()) {
-    m.content_null = true;
-  } else {
-    m.content = j["content"].get<std::string>();
-  }
-  if (j.contains("reasoning_content")) m.reasoning = j["reasoning_content"].get<std::string>();
-  if (j.contains("tool_calls")) m.tool_calls = j["tool_calls"];
-  if (j.contains("tool_call_id")) m.tool_call_id = j["tool_call_id"].get<std::string>();
-  if (j.contains("name")) m.name = j["name"].get<std::string>();
-  return m;
-}
-
-ChatOptions OptionsFromJson(const Json& j) {
-  ChatOptions o;
-  o.add_generation_prompt = j.at("add_generation_prompt").get<bool>();
-  o.enable_thinking = j.at("enable_thinking").get<bool>();
-  if (j.contains("tools")) o.tools = j["tools"];
-  if (j.contains("date_string")) o.date_string = j["date_string"].get<std::string>();
-  return o;
-}
+using test::ChatMessageFromJson;
+using test::ChatOptionsFromJson;
 
 ChatTemplate HubTemplate(const std::string& name, const Json& meta) {
   TokenizerConfig config;
@@ -104,8 +84,8 @@ TEST(HubChatTemplates, RenderAsTransformers) {
     const std::string what = name + " / " + c["name"].get<std::string>();
     const ChatTemplate& chat = templates.at(name);
     std::vector<ChatMessage> messages;
-    for (const Json& m : c["messages"]) messages.push_back(MessageFromJson(m));
-    ChatOptions options = OptionsFromJson(c["options"]);
+    for (const Json& m : c["messages"]) messages.push_back(ChatMessageFromJson(m));
+    ChatOptions options = ChatOptionsFromJson(c["options"]);
     options.now = now;
     std::string got, error;
     try {

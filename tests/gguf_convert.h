@@ -79,7 +79,7 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
                                                       {"qwen3", "qwen3"}, {"qwen3_moe", "qwen3moe"},
                                                       {"gpt_oss", "gpt-oss"}, {"deepseek_v2", "deepseek2"},
                                                       {"deepseek_v3", "deepseek2"}, {"gemma3_text", "gemma3"},
-                                                      {"smollm3", "smollm3"}};
+                                                      {"smollm3", "smollm3"}, {"glm4_moe", "glm4moe"}};
   const std::string arch = arch_of.at(model_type);
   const int64_t heads = config.at("num_attention_heads");
   const int64_t kv_heads = config.value("num_key_value_heads", heads);
@@ -93,7 +93,20 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
   key(arch + ".block_count", GgufUint32(config.at("num_hidden_layers")));
   key(arch + ".context_length", GgufUint32(config.at("max_position_embeddings")));
   key(arch + ".embedding_length", GgufUint32(static_cast<uint32_t>(hidden)));
-  if (arch == "gpt-oss" || arch == "qwen3moe") {
+  if (arch == "glm4moe") {
+    // Glm4MoeModel.set_gguf_parameters (no MTP layer written here).
+    key(arch + ".rope.dimension_count",
+        GgufUint32(static_cast<uint32_t>(head_dim * config.value("partial_rotary_factor", 0.5))));
+    key(arch + ".expert_count", GgufUint32(config.at("n_routed_experts")));
+    key(arch + ".expert_shared_count", GgufUint32(config.at("n_shared_experts")));
+    key(arch + ".leading_dense_block_count", GgufUint32(config.at("first_k_dense_replace")));
+    key(arch + ".expert_gating_func", GgufUint32(2));
+    key(arch + ".expert_weights_scale", GgufFloat32(config.at("routed_scaling_factor")));
+    key(arch + ".expert_weights_norm", GgufBool(config.at("norm_topk_prob")));
+    key(arch + ".expert_group_count", GgufUint32(config.at("n_group")));
+    key(arch + ".expert_group_used_count", GgufUint32(config.at("topk_group")));
+  }
+  if (arch == "gpt-oss" || arch == "qwen3moe" || arch == "glm4moe") {
     key(arch + ".expert_feed_forward_length",
         GgufUint32(config.value(arch == "gpt-oss" ? "intermediate_size" : "moe_intermediate_size", 0)));
   }
@@ -316,7 +329,7 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
       names.push_back(blk + "attn_v_b.weight");
       continue;
     }
-    if (rest.starts_with("mlp.experts.") && (arch == "qwen3moe" || arch == "deepseek2")) {
+    if (rest.starts_with("mlp.experts.") && (arch == "qwen3moe" || arch == "deepseek2" || arch == "glm4moe")) {
       // mlp.experts.E.gate_proj.weight -> stacked later.
       const size_t e_end = rest.find('.', 12);
       const int64_t e = std::stoll(rest.substr(12, e_end - 12));

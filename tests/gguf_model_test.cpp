@@ -92,6 +92,15 @@ TEST_P(GgufDenseGolden, HalfFilesGiveTheirRoundedWeightsLogits) {
 INSTANTIATE_TEST_SUITE_P(Families, GgufDenseGolden,
                          ::testing::Values("llama_a", "llama_b", "mistral_b", "qwen2_b", "qwen3_a", "qwen3_b"));
 
+// GLM-4.5 as llama.cpp's converter writes it (Glm4MoeModel: experts stacked, exp_probs_b, the
+// rotated width as rope.dimension_count, groups as expert_group_count): glm4_moe_a's transformers
+// logits through an F32 file.
+TEST(GgufGlm4Moe, F32FileGivesTheTransformersLogits) {
+  const std::vector<std::string> names = ExpectGoldenThroughGguf(kGoldens, "glm4_moe_a");
+  EXPECT_NE(std::find(names.begin(), names.end(), "blk.1.exp_probs_b.bias"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "blk.1.ffn_gate_exps.weight"), names.end());
+}
+
 // SmolLM3 as llama.cpp reads a smollm3 file: Llama's permuted q/k undone, and every 4th layer
 // without RoPE (llama.cpp fixes the step; smollm3_a's own list [1, 0, 1, 1] is not in the file),
 // so the file equals the checkpoint with that default.

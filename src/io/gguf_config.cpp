@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <charconv>
 #include <optional>
 #include <string>
@@ -42,6 +43,7 @@ constexpr std::array kArchRows = {
     // SmolLM3: Llama's tensors (q/k permuted); llama.cpp fixes the NoPE step at 4, the config's
     // default when no_rope_layers is absent.
     ArchRow{"smollm3", "smollm3", "SmolLM3ForCausalLM", ""},
+    ArchRow{"glm4moe", "glm4_moe", "Glm4MoeForCausalLM", "n_routed_experts"},
 };
 
 enum class Kind { kCount, kFloat };
@@ -232,6 +234,35 @@ void Gemma3Config(const GgufFile& file, nlohmann::json& c) {
   c["query_pre_attn_scalar"] = layers == 62 && heads > 0 ? hidden / heads : head_dim;
 }
 
+// GLM-4.5 (Glm4MoeModel.set_gguf_parameters; llama.cpp's glm4-moe graph): block_count counts the
+// MTP layers (nextn_predict_layers) after the trunk's, which the config calls
+// num_nextn_predict_layers and a text engine skips; the rotated width is rope.dimension_count of
+// head_dim (key_length); q/k norms and q/k/v biases are what the file holds; routing is sigmoid
+// with the exp_probs_b correction bias, over groups only where the converter wrote them.
+void Glm4MoeConfig(const GgufFile& file, nlohmann::json& c, const std::function<bool(std::string_view)>& has_tensor) {
+  const std::string arch = "glm4moe.";
+  const uint64_t blocks = c["num_hidden_layers"].get<uint64_t>();
+  const uint64_t nextn = file.Find(arch + "nextn_predict_layers") != nullptr
+                             ? BoundedCount(file, arch + "nextn_predict_layers", kMaxConfigLayers) : 0;
+  if (nextn >= blocks) Fail(file.path(), ": metadata ", Quote(arch + "nextn_predict_layers"), " (", nextn, ") leaves no trunk layers of ", blocks);
+  c["num_hidden_layers"] = blocks - nextn;
+  if (nextn > 0) c["num_nextn_predict_layers"] = nextn;
+  const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>()
+                                                   : c["hidden_size"].get<uint64_t>() / c["num_attention_heads"].get<uint64_t>();
+  c["head_dim"] = head_dim;
+  if (c.contains("qk_rope_head_dim")) {
+    c["partial_rotary_factor"] = static_cast<double>(c["qk_rope_head_dim"].get<uint64_t>()) / static_cast<double>(head_dim);
+    c.erase("qk_rope_head_dim");
+  }
+  c["use_qk_norm"] = has_tensor("blk.0.attn_q_norm.weight");
+  c["attention_bias"] = has_tensor("blk.0.attn_q.bias");
+  c["norm_topk_prob"] = file.Find(arch + "expert_weights_norm") != nullptr && file.GetBool(arch + "expert_weights_norm");
+  if (!c.contains("n_group")) c["n_group"] = 1;
+  if (!c.contains("topk_group")) c["topk_group"] = 1;
+  if (!c.contains("first_k_dense_replace")) c["first_k_dense_replace"] = 0;
+  if (!c.contains("n_shared_experts")) c["n_shared_experts"] = 0;
+}
+
 }  // namespace
 
 std::string_view GgufFileTypeName(uint64_t file_type) {
@@ -363,6 +394,7 @@ nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::uniqu
   if (arch == "qwen3moe") c["norm_topk_prob"] = true;  // Qwen3-MoE's routing (llama.cpp hardcodes it)
   if (arch == "deepseek2") DeepseekConfig(file, c);
   if (arch == "gemma3") Gemma3Config(file, c);
+  if (arch == "glm4moe") Glm4MoeConfig(file, c, [&](std::string_view name) { return tensor(name).second != nullptr; });
   return c;
 }
 

@@ -102,6 +102,11 @@ class Mapper {
     const std::string heads = arch_ + ".attention.head_count", kv = arch_ + ".attention.head_count_kv";
     if (first_.Find(heads) != nullptr) n_head_ = static_cast<int64_t>(first_.GetUint(heads));
     n_kv_ = first_.Find(kv) != nullptr ? static_cast<int64_t>(first_.GetUint(kv)) : n_head_;
+    // GLM-4.5's MTP layers follow the trunk's in block_count; a text engine leaves them out.
+    const std::string blocks = arch_ + ".block_count", nextn = arch_ + ".nextn_predict_layers";
+    if (first_.Find(blocks) != nullptr && first_.Find(nextn) != nullptr && first_.GetUint(nextn) < first_.GetUint(blocks)) {
+      trunk_layers_ = static_cast<int64_t>(first_.GetUint(blocks) - first_.GetUint(nextn));
+    }
     for (const auto& file : out.files) {
       for (const GgufTensorInfo& t : file->tensors()) {
         if (!by_name_.emplace(t.name, std::make_pair(file.get(), &t)).second) {
@@ -126,6 +131,7 @@ class Mapper {
     int64_t layer = -1;
     std::string_view rest;
     if (!ParseLayer(t.name, layer, rest)) Unmapped(file, t);
+    if (trunk_layers_ >= 0 && layer >= trunk_layers_) return;  // an MTP layer
     const std::string prefix = StrCat("model.layers.", layer, ".");
     for (const ArchLayerRule& rule : kArchLayerRules) {
       if (rule.arch == arch_ && rest == rule.gguf) return Add(file, t, prefix + std::string(rule.hf));
@@ -388,6 +394,7 @@ class Mapper {
   const GgufFile& first_;
   std::string arch_;
   int64_t n_head_ = 0, n_kv_ = 0;
+  int64_t trunk_layers_ = -1;  // layers from this index on are MTP layers (-1: none)
   std::unordered_map<std::string, std::pair<const GgufFile*, const GgufTensorInfo*>> by_name_;
 };
 

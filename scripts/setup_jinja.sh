@@ -13,9 +13,11 @@
 #   CACHE_DIR/llama-jinja-0.3.36/src/{jinja/*, json.h, json.cpp, unicode.h, unicode.cpp, ggml.h}
 #   CACHE_DIR/llama-jinja-0.3.36/templates/*.jinja
 #   CACHE_DIR/llama-jinja-0.3.36/LICENSE                (llama.cpp's MIT licence)
-# ggml.h is ours: json.cpp includes it only for GGML_ASSERT. One patch is applied
-# (scripts/patches/llama-jinja-python-compat.patch): floats print as Python's repr (str() and
-# json.dumps) and strip/trim remove Python's whitespace, which is what transformers renders.
+# ggml.h is ours: json.cpp includes it only for GGML_ASSERT. The patches scripts/patches/llama-jinja-*.patch
+# are applied in name order: -checked-ast (a malformed template's wrong node kind is an exception,
+# not an assert that aborts: found by the chat_template fuzzer) and -python-compat (floats print as
+# Python's repr in str() and json.dumps, strip/trim remove Python's whitespace and length counts
+# code points, which is what transformers renders).
 #
 # Idempotent: returns at once when the same version, hash and patch are already in place. The
 # sdist is fetched with pip (--require-hashes) and checked again here; it stays in CACHE_DIR/dl.
@@ -29,8 +31,8 @@ cache=${1:-$repo/build-deps}
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 prefix=$cache/llama-jinja-$LCP_VERSION
-patch_file=$repo/scripts/patches/llama-jinja-python-compat.patch
-stamp="llama-cpp-python=$LCP_VERSION sha256=$LCP_SHA256 patch=$(sha256sum "$patch_file" | cut -d' ' -f1) v1"
+patches=("$repo"/scripts/patches/llama-jinja-*.patch)
+stamp="llama-cpp-python=$LCP_VERSION sha256=$LCP_SHA256 patches=$(cat "${patches[@]}" | sha256sum | cut -d' ' -f1) v2"
 log=$cache/llama-jinja-$LCP_VERSION.log
 
 say() { echo "setup_jinja: $*" >&2; }
@@ -69,8 +71,10 @@ cat > "$stage/src/ggml.h" <<'EOF'
 #include <cstdlib>
 #define GGML_ASSERT(x) do { if (!(x)) std::abort(); } while (0)
 EOF
-(cd "$stage/src" && patch -p1 --no-backup-if-mismatch <"$patch_file" >>"$log" 2>&1) ||
-  die "the patch did not apply (log: $log)"
+for patch_file in "${patches[@]}"; do
+  (cd "$stage/src" && patch -p1 --no-backup-if-mismatch <"$patch_file" >>"$log" 2>&1) ||
+    die "$(basename "$patch_file") did not apply (log: $log)"
+done
 echo "$stamp" > "$stage/.stamp"
 rm -rf "$prefix"
 mv "$stage" "$prefix"

@@ -338,6 +338,24 @@ TEST(ChatTemplate, FromModelDirErrors) {
   }
 }
 
+// Templates the engine's parser builds a node of the wrong kind for (a filter that is neither a
+// name nor a call: the chat_template fuzzer's crash, tests/fuzz/corpus/chat_template/
+// crash-malformed-filter.input, an assert in upstream's AST check) are one-line errors.
+TEST(ChatTemplate, MalformedTemplatesAreOneLineErrors) {
+  for (const char* text : {"{% for m in messages %}{% if m|'role'] == 'x' %}y{% endif %}{% endfor %}",
+                           "{{ messages|'a' }}", "{{ messages | 3 }}", "{% for 1 in messages %}{% endfor %}",
+                           "{% set 'a' = 1 %}"}) {
+    std::string message;
+    try {
+      ChatTemplate::FromText(text, "t.jinja").Render(Messages({{"user", "x"}}));
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message, "") << text;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
 TEST(ChatTemplate, FromOptionTakesAFileOrAName) {
   ScratchDir dir("option");
   MakeModelDir(dir, "llama3", [&](Json& config) { config["chat_template"] = TemplateText("llama3.1"); });

@@ -79,7 +79,7 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
                                                       {"qwen3", "qwen3"}, {"qwen3_moe", "qwen3moe"},
                                                       {"gpt_oss", "gpt-oss"}, {"deepseek_v2", "deepseek2"},
                                                       {"deepseek_v3", "deepseek2"}, {"gemma3_text", "gemma3"},
-                                                      {"smollm3", "smollm3"}, {"glm4_moe", "glm4moe"}};
+                                                      {"smollm3", "smollm3"}, {"glm4_moe", "glm4moe"}, {"phi3", "phi3"}};
   const std::string arch = arch_of.at(model_type);
   const int64_t heads = config.at("num_attention_heads");
   const int64_t kv_heads = config.value("num_key_value_heads", heads);
@@ -93,6 +93,15 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
   key(arch + ".block_count", GgufUint32(config.at("num_hidden_layers")));
   key(arch + ".context_length", GgufUint32(config.at("max_position_embeddings")));
   key(arch + ".embedding_length", GgufUint32(static_cast<uint32_t>(hidden)));
+  if (arch == "phi3") {
+    // Phi3MiniModel.set_gguf_parameters / generate_extra_tensors.
+    const double partial = config.value("partial_rotary_factor", 1.0);
+    key(arch + ".rope.dimension_count", GgufUint32(static_cast<uint32_t>(static_cast<int64_t>(partial * hidden) / heads)));
+    key(arch + ".rope.scaling.original_context_length",
+        GgufUint32(config.value("original_max_position_embeddings", config.at("max_position_embeddings").get<int64_t>())));
+    key(arch + ".attention.sliding_window",
+        GgufUint32(config.contains("sliding_window") && !config["sliding_window"].is_null() ? config["sliding_window"].get<uint32_t>() : 0));
+  }
   if (arch == "glm4moe") {
     // Glm4MoeModel.set_gguf_parameters (no MTP layer written here).
     key(arch + ".rope.dimension_count",
@@ -249,6 +258,7 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
       {"post_attention_layernorm.weight",
        arch == "gpt-oss" || arch == "gemma3" ? "post_attention_norm.weight" : "ffn_norm.weight"},
       {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"self_attn.qkv_proj.weight", "attn_qkv.weight"}, {"mlp.gate_up_proj.weight", "ffn_up.weight"},
       {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"}, {"self_attn.q_proj.bias", "attn_q.bias"},
       {"self_attn.k_proj.weight", "attn_k.weight"}, {"self_attn.k_proj.bias", "attn_k.bias"},
@@ -441,6 +451,17 @@ inline std::vector<std::string> WriteGgufLikeLlamaCpp(const std::string& hf_dir,
     }
     f32_tensor("rope_freqs.weight", factors, {factors.size()});
     names.push_back("rope_freqs.weight");
+  }
+  if (arch == "phi3" && config.contains("rope_scaling") && config["rope_scaling"].is_object() &&
+      config["rope_scaling"].contains("long_factor")) {
+    // Phi3MiniModel.generate_extra_tensors: the longrope lists as two F32 tensors.
+    for (const char* which : {"long", "short"}) {
+      std::vector<float> values;
+      for (const auto& v : config["rope_scaling"].at(std::string(which) + "_factor")) values.push_back(v.get<float>());
+      const std::string name = std::string("rope_factors_") + which + ".weight";
+      f32_tensor(name, values, {values.size()});
+      names.push_back(name);
+    }
   }
   WriteGguf(out, meta, tensors);
   if (!options.twin_dir.empty()) {

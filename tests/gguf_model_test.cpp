@@ -92,6 +92,29 @@ TEST_P(GgufDenseGolden, HalfFilesGiveTheirRoundedWeightsLogits) {
 INSTANTIATE_TEST_SUITE_P(Families, GgufDenseGolden,
                          ::testing::Values("llama_a", "llama_b", "mistral_b", "qwen2_b", "qwen3_a", "qwen3_b"));
 
+// Phi-3 / Phi-4-mini as Phi3MiniModel writes them (attn_qkv, ffn_up holding gate | up, the longrope
+// lists as rope_factors_long / _short, rope.dimension_count): phi3_a (partial rotary 0.75, long
+// factors past the original 32 positions) gives its transformers logits; phi3_b's sliding window,
+// which llama.cpp's phi3 graph disables, is not in effect (its twin has none).
+TEST(GgufPhi3, ReadAsLlamaCppReadsIt) {
+  const std::vector<std::string> names = ExpectGoldenThroughGguf(kGoldens, "phi3_a");
+  EXPECT_NE(std::find(names.begin(), names.end(), "rope_factors_long.weight"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "blk.0.attn_qkv.weight"), names.end());
+  const ScratchDir dir;
+  const std::string gguf = dir / "phi3_b.gguf";
+  test::WriteGgufLikeLlamaCpp(kGoldens + "phi3_b", gguf);
+  const ModelConfig config = LoadModelConfig(gguf);
+  EXPECT_FALSE(config.sliding_window.has_value());
+  const std::string twin = dir / "twin";
+  fs::create_directories(twin);
+  for (const char* f : {"model.safetensors", "generation_config.json"}) fs::copy_file(kGoldens + "phi3_b/" + f, twin + "/" + f);
+  nlohmann::json json = nlohmann::json::parse(std::ifstream(kGoldens + "phi3_b/config.json"));
+  json["sliding_window"] = nullptr;
+  std::ofstream(twin + "/config.json") << json.dump();
+  const std::vector<int32_t> ids = LoadModelGolden(kGoldens + "phi3_b").sequence();
+  EXPECT_LE(MaxRelativeDifference(PrefillLogits(*Model::Load(gguf), ids), PrefillLogits(*Model::Load(twin), ids)), 1e-5);
+}
+
 // GLM-4.5 as llama.cpp's converter writes it (Glm4MoeModel: experts stacked, exp_probs_b, the
 // rotated width as rope.dimension_count, groups as expert_group_count): glm4_moe_a's transformers
 // logits through an F32 file.

@@ -44,6 +44,7 @@ constexpr std::array kArchRows = {
     // default when no_rope_layers is absent.
     ArchRow{"smollm3", "smollm3", "SmolLM3ForCausalLM", ""},
     ArchRow{"glm4moe", "glm4_moe", "Glm4MoeForCausalLM", "n_routed_experts"},
+    ArchRow{"phi3", "phi3", "Phi3ForCausalLM", ""},
 };
 
 enum class Kind { kCount, kFloat };
@@ -341,22 +342,38 @@ nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::uniqu
     const std::string key = StrCat("tokenizer.ggml.", id, "_token_id");
     if (file.Find(key) != nullptr) c[std::string(id) == "padding" ? "pad_token_id" : StrCat(id, "_token_id")] = file.GetUint(key);
   }
-  if (const auto [freqs_file, freqs] = tensor("rope_freqs.weight"); freqs != nullptr) {
-    // Llama 3 rope scaling: the converter stores only the per-pair divisors it computed.
-    if (freqs->type->id != 0 || freqs->ne.size() != 1) Fail(file.path(), ": tensor 'rope_freqs.weight' must be F32 [pairs]");
-    std::vector<double> factors(freqs->ne[0]);  // ne[0] floats the file holds
-    double largest = 1.0;
+  // A rope factor tensor of the set: F32 [pairs], every entry finite (JSON has no NaN: it would
+  // reach the config as null, and the factor be lost).
+  auto factors_of = [&](std::string_view name) -> std::optional<std::vector<double>> {
+    const auto [owner, t] = tensor(name);
+    if (t == nullptr) return std::nullopt;
+    if (t->type->id != 0 || t->ne.size() != 1) Fail(file.path(), ": tensor ", Quote(name), " must be F32 [pairs]");
+    std::vector<double> factors(t->ne[0]);  // ne[0] floats the file holds
     for (size_t i = 0; i < factors.size(); ++i) {
       float f;
-      std::memcpy(&f, freqs_file->Data(*freqs) + 4 * i, 4);
-      // JSON has no NaN: it would reach the config as null, and the divisor be lost.
-      if (!std::isfinite(f)) {
-        Fail(freqs_file->path(), ": tensor 'rope_freqs.weight': entry ", i, " is ", f, " (a finite number is required)");
-      }
+      std::memcpy(&f, owner->Data(*t) + 4 * i, 4);
+      if (!std::isfinite(f)) Fail(owner->path(), ": tensor ", Quote(name), ": entry ", i, " is ", f, " (a finite number is required)");
       factors[i] = f;
-      largest = std::max(largest, factors[i]);
     }
-    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", largest}, {"freq_factors", factors}};
+    return factors;
+  };
+  if (const auto factors = factors_of("rope_freqs.weight")) {
+    // Llama 3 rope scaling: the converter stores only the per-pair divisors it computed.
+    double largest = 1.0;
+    for (const double f : *factors) largest = std::max(largest, f);
+    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", largest}, {"freq_factors", *factors}};
+  }
+  if (arch == "phi3") {
+    // Phi3MiniModel: longrope as the rope_factors_long / _short tensors beside
+    // rope.scaling.original_context_length (the Phi-3 config's top-level key).
+    const auto long_factors = factors_of("rope_factors_long.weight"), short_factors = factors_of("rope_factors_short.weight");
+    if (long_factors.has_value() != short_factors.has_value()) {
+      Fail(file.path(), ": tensors 'rope_factors_long.weight' and 'rope_factors_short.weight' come together");
+    }
+    if (long_factors) c["rope_scaling"] = {{"type", "longrope"}, {"long_factor", *long_factors}, {"short_factor", *short_factors}};
+    if (const std::string orig = "phi3.rope.scaling.original_context_length"; file.Find(orig) != nullptr) {
+      c["original_max_position_embeddings"] = BoundedCount(file, orig, kMaxConfigContext);
+    }
   }
   if (arch == "llama") {
     if (tensor("blk.0.attn_q.bias").second != nullptr) c["attention_bias"] = true;
@@ -394,6 +411,17 @@ nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::uniqu
   if (arch == "qwen3moe") c["norm_topk_prob"] = true;  // Qwen3-MoE's routing (llama.cpp hardcodes it)
   if (arch == "deepseek2") DeepseekConfig(file, c);
   if (arch == "gemma3") Gemma3Config(file, c);
+  if (arch == "phi3") {
+    // llama.cpp's phi3 graph runs every layer full (its sliding window disabled: PR 13676); the
+    // rotated width is rope.dimension_count of head_dim.
+    c.erase("sliding_window");
+    const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>()
+                                                     : c["hidden_size"].get<uint64_t>() / c["num_attention_heads"].get<uint64_t>();
+    if (c.contains("qk_rope_head_dim")) {
+      c["partial_rotary_factor"] = static_cast<double>(c["qk_rope_head_dim"].get<uint64_t>()) / static_cast<double>(head_dim);
+      c.erase("qk_rope_head_dim");
+    }
+  }
   if (arch == "glm4moe") Glm4MoeConfig(file, c, [&](std::string_view name) { return tensor(name).second != nullptr; });
   return c;
 }

@@ -68,6 +68,9 @@ struct ArchLayerRule {
 constexpr ArchLayerRule kArchLayerRules[] = {
     {"gemma3", "ffn_norm.weight", "pre_feedforward_layernorm.weight"},
     {"gemma3", "post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    // Phi-3: the fused projections (ffn_up holds gate | up).
+    {"phi3", "attn_qkv.weight", "self_attn.qkv_proj.weight"},
+    {"phi3", "ffn_up.weight", "mlp.gate_up_proj.weight"},
 };
 
 constexpr std::pair<std::string_view, std::string_view> kGlobalRules[] = {
@@ -127,7 +130,8 @@ class Mapper {
     for (const auto& [gguf, hf] : kGlobalRules) {
       if (t.name == gguf) return Add(file, t, std::string(hf));
     }
-    if (t.name == "rope_freqs.weight") return;  // Llama 3 rope scaling: read by the config (gguf_config.h)
+    // Rope factors (Llama 3's divisors, Phi-3's longrope lists): read by the config (gguf_config.h).
+    if (t.name == "rope_freqs.weight" || t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight") return;
     int64_t layer = -1;
     std::string_view rest;
     if (!ParseLayer(t.name, layer, rest)) Unmapped(file, t);

@@ -235,6 +235,18 @@ void Gemma3Config(const GgufFile& file, nlohmann::json& c) {
   c["query_pre_attn_scalar"] = layers == 62 && heads > 0 ? hidden / heads : head_dim;
 }
 
+// The rotated width a converter stores as rope.dimension_count (read into qk_rope_head_dim) as the
+// config's partial_rotary_factor of head_dim (Phi-3, GLM-4.5); head_dim written out.
+void PartialRotaryFromDimensionCount(nlohmann::json& c) {
+  const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>()
+                                                   : c["hidden_size"].get<uint64_t>() / c["num_attention_heads"].get<uint64_t>();
+  c["head_dim"] = head_dim;
+  if (c.contains("qk_rope_head_dim")) {
+    c["partial_rotary_factor"] = static_cast<double>(c["qk_rope_head_dim"].get<uint64_t>()) / static_cast<double>(head_dim);
+    c.erase("qk_rope_head_dim");
+  }
+}
+
 // GLM-4.5 (Glm4MoeModel.set_gguf_parameters; llama.cpp's glm4-moe graph): block_count counts the
 // MTP layers (nextn_predict_layers) after the trunk's, which the config calls
 // num_nextn_predict_layers and a text engine skips; the rotated width is rope.dimension_count of
@@ -248,13 +260,7 @@ void Glm4MoeConfig(const GgufFile& file, nlohmann::json& c, const std::function<
   if (nextn >= blocks) Fail(file.path(), ": metadata ", Quote(arch + "nextn_predict_layers"), " (", nextn, ") leaves no trunk layers of ", blocks);
   c["num_hidden_layers"] = blocks - nextn;
   if (nextn > 0) c["num_nextn_predict_layers"] = nextn;
-  const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>()
-                                                   : c["hidden_size"].get<uint64_t>() / c["num_attention_heads"].get<uint64_t>();
-  c["head_dim"] = head_dim;
-  if (c.contains("qk_rope_head_dim")) {
-    c["partial_rotary_factor"] = static_cast<double>(c["qk_rope_head_dim"].get<uint64_t>()) / static_cast<double>(head_dim);
-    c.erase("qk_rope_head_dim");
-  }
+  PartialRotaryFromDimensionCount(c);
   c["use_qk_norm"] = has_tensor("blk.0.attn_q_norm.weight");
   c["attention_bias"] = has_tensor("blk.0.attn_q.bias");
   c["norm_topk_prob"] = file.Find(arch + "expert_weights_norm") != nullptr && file.GetBool(arch + "expert_weights_norm");
@@ -415,12 +421,7 @@ nlohmann::json GgufConfigJson(const GgufFile& file, const std::vector<std::uniqu
     // llama.cpp's phi3 graph runs every layer full (its sliding window disabled: PR 13676); the
     // rotated width is rope.dimension_count of head_dim.
     c.erase("sliding_window");
-    const uint64_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint64_t>()
-                                                     : c["hidden_size"].get<uint64_t>() / c["num_attention_heads"].get<uint64_t>();
-    if (c.contains("qk_rope_head_dim")) {
-      c["partial_rotary_factor"] = static_cast<double>(c["qk_rope_head_dim"].get<uint64_t>()) / static_cast<double>(head_dim);
-      c.erase("qk_rope_head_dim");
-    }
+    PartialRotaryFromDimensionCount(c);
   }
   if (arch == "glm4moe") Glm4MoeConfig(file, c, [&](std::string_view name) { return tensor(name).second != nullptr; });
   return c;

@@ -226,6 +226,8 @@ ChatTemplate ChatTemplate::FromText(std::string_view text, const std::string& so
     if (config->bos_token.content) chat.bos_token_ = *config->bos_token.content;
     if (config->eos_token.content) chat.eos_token_ = *config->eos_token.content;
   }
+  // Once per template, not per request: for other templates it renders a probe.
+  chat.thinking_ = {chat.ProbeThinking(false), chat.ProbeThinking(true)};
   return chat;
 }
 
@@ -378,7 +380,9 @@ std::vector<std::string_view> ChatTemplate::TurnEndTokens() const {
   return tokens;
 }
 
-ReplyThinking ChatTemplate::Thinking(bool enable_thinking) const {
+ReplyThinking ChatTemplate::Thinking(bool enable_thinking) const { return thinking_[enable_thinking ? 1 : 0]; }
+
+ReplyThinking ChatTemplate::ProbeThinking(bool enable_thinking) const {
   if (kind_ == ChatTemplateKind::kDeepseekR1) return ReplyThinking::kOpen;
   if (kind_ != ChatTemplateKind::kOther) {
     return kind_ == ChatTemplateKind::kQwen3 && enable_thinking ? ReplyThinking::kMayOpen : ReplyThinking::kNone;

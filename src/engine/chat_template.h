@@ -27,6 +27,7 @@
 // becomes that token.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <ctime>
 #include <memory>
@@ -146,6 +147,8 @@ class ChatTemplate {
 
  private:
   ChatTemplate(std::shared_ptr<const JinjaTemplate> jinja, ChatTemplateKind kind, std::string name);
+  // Thinking's answer worked out from the family or, for other templates, a one-turn probe render.
+  ReplyThinking ProbeThinking(bool enable_thinking) const;
 
   std::shared_ptr<const JinjaTemplate> jinja_;
   ChatTemplateKind kind_;
@@ -153,6 +156,7 @@ class ChatTemplate {
   std::string bos_token_;
   std::string eos_token_;
   std::string warning_;
+  std::array<ReplyThinking, 2> thinking_{};  // Thinking(false), Thinking(true)
 };
 
 // The names --chat-template accepts besides files: "chatml", then the Hub templates llama.cpp

@@ -83,7 +83,7 @@ constexpr std::string_view kTekkenRegex =
 // means that no word character follows, and Oniguruma's \w is \p{L}, \p{M}, \p{Nd}, \p{Nl},
 // \p{Pc}, the Latin-1 digits and fractions ²³¹¼½¾ and the circled / squared / negative Latin
 // letters (probed from tokenizers 0.22.2: exactly these code points). llama.cpp runs its afmoe
-// splitter here instead (any run of \p{N}, word end or not; its TODO says it may differ).
+// splitter here instead (any run of \p{N}, word end or not; its own comment there notes it may differ).
 constexpr std::string_view kTinyAyaRegexes[] = {
     R"(\p{Nd}{1,3}(?=(?:\p{Nd}{3})*(?![\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE}\x{24B6}-\x{24E9})"
     R"(\x{1F130}-\x{1F149}\x{1F150}-\x{1F169}\x{1F170}-\x{1F189}])))",

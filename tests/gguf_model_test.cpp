@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,21 @@ TEST_P(GgufDenseGolden, HalfFilesGiveTheirRoundedWeightsLogits) {
 INSTANTIATE_TEST_SUITE_P(Families, GgufDenseGolden,
                          ::testing::Values("llama_a", "llama_b", "mistral_b", "qwen2_b", "qwen3_a", "qwen3_b"));
 
+// max |logit - twin| / max |twin| of `gguf` over golden `name`'s sequence, the twin being the
+// golden's checkpoint with its config.json edited to what the file means to llama.cpp (the
+// choices its graph fixes rather than reads); written into `dir`.
+double DifferenceToEditedTwin(const std::string& name, const std::string& gguf, const ScratchDir& dir,
+                              const std::function<void(nlohmann::json&)>& edit) {
+  const std::string twin = dir / "twin";
+  fs::create_directories(twin);
+  for (const char* f : {"model.safetensors", "generation_config.json"}) fs::copy_file(kGoldens + name + "/" + f, twin + "/" + f);
+  nlohmann::json json = nlohmann::json::parse(std::ifstream(kGoldens + name + "/config.json"));
+  edit(json);
+  std::ofstream(twin + "/config.json") << json.dump();
+  const std::vector<int32_t> ids = LoadModelGolden(kGoldens + name).sequence();
+  return MaxRelativeDifference(PrefillLogits(*Model::Load(gguf), ids), PrefillLogits(*Model::Load(twin), ids));
+}
+
 // Phi-3 / Phi-4-mini as Phi3MiniModel writes them (attn_qkv, ffn_up holding gate | up, the longrope
 // lists as rope_factors_long / _short, rope.dimension_count): phi3_a (partial rotary 0.75, long
 // factors past the original 32 positions) gives its transformers logits; phi3_b's sliding window,
@@ -105,14 +121,9 @@ TEST(GgufPhi3, ReadAsLlamaCppReadsIt) {
   test::WriteGgufLikeLlamaCpp(kGoldens + "phi3_b", gguf);
   const ModelConfig config = LoadModelConfig(gguf);
   EXPECT_FALSE(config.sliding_window.has_value());
-  const std::string twin = dir / "twin";
-  fs::create_directories(twin);
-  for (const char* f : {"model.safetensors", "generation_config.json"}) fs::copy_file(kGoldens + "phi3_b/" + f, twin + "/" + f);
-  nlohmann::json json = nlohmann::json::parse(std::ifstream(kGoldens + "phi3_b/config.json"));
-  json["sliding_window"] = nullptr;
-  std::ofstream(twin + "/config.json") << json.dump();
-  const std::vector<int32_t> ids = LoadModelGolden(kGoldens + "phi3_b").sequence();
-  EXPECT_LE(MaxRelativeDifference(PrefillLogits(*Model::Load(gguf), ids), PrefillLogits(*Model::Load(twin), ids)), 1e-5);
+  EXPECT_LE(DifferenceToEditedTwin("phi3_b", gguf, dir, [](nlohmann::json& json) {
+    json["sliding_window"] = nullptr;
+  }), 1e-5);
 }
 
 // GLM-4.5 as llama.cpp's converter writes it (Glm4MoeModel: experts stacked, exp_probs_b, the
@@ -134,15 +145,10 @@ TEST(GgufSmolLm3, ReadAsLlamaCppReadsIt) {
   const ModelConfig config = LoadModelConfig(gguf);
   EXPECT_EQ(config.model_type, "smollm3");
   EXPECT_EQ(config.no_rope_layers, (std::vector<int64_t>{1, 1, 1, 0}));
-  const std::string twin = dir / "twin";
-  fs::create_directories(twin);
-  for (const char* f : {"model.safetensors", "generation_config.json"}) fs::copy_file(kGoldens + "smollm3_a/" + f, twin + "/" + f);
-  nlohmann::json json = nlohmann::json::parse(std::ifstream(kGoldens + "smollm3_a/config.json"));
-  json.erase("no_rope_layers");
-  json["no_rope_layer_interval"] = 4;
-  std::ofstream(twin + "/config.json") << json.dump();
-  const std::vector<int32_t> ids = LoadModelGolden(kGoldens + "smollm3_a").sequence();
-  EXPECT_LE(MaxRelativeDifference(PrefillLogits(*Model::Load(gguf), ids), PrefillLogits(*Model::Load(twin), ids)), 1e-5);
+  EXPECT_LE(DifferenceToEditedTwin("smollm3_a", gguf, dir, [](nlohmann::json& json) {
+    json.erase("no_rope_layers");
+    json["no_rope_layer_interval"] = 4;
+  }), 1e-5);
 }
 
 // Gemma 3 as llama.cpp reads a gemma3 file (src/models/gemma3.cpp): norms stored with Gemma's + 1
@@ -166,14 +172,9 @@ TEST(GgufGemma3, ReadAsLlamaCppReadsIt) {
   ASSERT_TRUE(config.rope_scaling.has_value());
   EXPECT_EQ(config.rope_scaling->rope_type, "linear");
   // The same model in safetensors with query_pre_attn_scalar set to head_dim gives the GGUF's logits.
-  const std::string twin = dir / "twin";
-  fs::create_directories(twin);
-  for (const char* f : {"model.safetensors", "generation_config.json"}) fs::copy_file(kGoldens + "gemma3_a/" + f, twin + "/" + f);
-  nlohmann::json json = nlohmann::json::parse(std::ifstream(kGoldens + "gemma3_a/config.json"));
-  json["query_pre_attn_scalar"] = 32;
-  std::ofstream(twin + "/config.json") << json.dump();
-  const std::vector<int32_t> ids = LoadModelGolden(kGoldens + "gemma3_a").sequence();
-  EXPECT_LE(MaxRelativeDifference(PrefillLogits(*Model::Load(gguf), ids), PrefillLogits(*Model::Load(twin), ids)), 1e-5);
+  EXPECT_LE(DifferenceToEditedTwin("gemma3_a", gguf, dir, [](nlohmann::json& json) {
+    json["query_pre_attn_scalar"] = 32;
+  }), 1e-5);
 }
 
 // Every block type tessera reads, in every matrix of a model, against the float32 twin holding
